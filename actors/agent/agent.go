@@ -1,0 +1,187 @@
+package agent
+
+import (
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/dsh-actors/dsh-actors/actors/shell"
+	"github.com/dsh-actors/dsh-actors/config"
+	"github.com/dsh-actors/dsh-actors/messages"
+	"github.com/dsh-actors/dsh-actors/supervision"
+)
+
+// Options configure an agent actor.
+type Options struct {
+	// ID is the agent's id, as the host knows it.
+	ID string
+	// Config is the runtime configuration; its sections configure the tools.
+	Config config.Config
+	// Dir is the working directory the agent's shells start in; empty means
+	// the host's.
+	Dir string
+	// Env is the base environment of the agent's processes; nil means the
+	// host's.
+	Env []string
+	// Logger receives the agent's log lines; nil means slog.Default().
+	Logger *slog.Logger
+	// ShellPolicy is how the agent supervises its shell. The zero value means
+	// DefaultShellPolicy.
+	ShellPolicy *supervision.Policy
+}
+
+// DefaultShellPolicy restarts the shell after each reset (timeout, exit,
+// cancel): a fresh bash on the next call. The limit is generous because a
+// model that keeps typing `exit` is not a crash loop; past it the failure
+// escalates to the agent.
+func DefaultShellPolicy() supervision.Policy {
+	return supervision.Policy{
+		Restart:     supervision.Transient,
+		MaxRestarts: 100,
+		Within:      10e9, // 10s
+		Decider: supervision.Decide(
+			supervision.On[*shell.ResetError](actor.RestartDirective),
+		),
+	}
+}
+
+// Actor is one agent: it owns its tools' actors and dispatches calls to
+// them. See the package documentation.
+type Actor struct {
+	opts     Options
+	log      *slog.Logger
+	strategy *supervision.Strategy
+	shell    *actor.PID
+}
+
+var _ actor.SupervisorStrategy = (*Actor)(nil)
+
+// Props returns the props of an agent actor.
+func Props(opts Options) *actor.Props {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	log := opts.Logger.With("agent", opts.ID)
+	policy := DefaultShellPolicy()
+	if opts.ShellPolicy != nil {
+		policy = *opts.ShellPolicy
+	}
+	return actor.PropsFromProducer(func() actor.Actor {
+		strategy, err := supervision.New(policy)
+		if err != nil {
+			// Options.Validate rejects such a policy before any spawn.
+			panic(fmt.Sprintf("agent: invalid shell policy: %v", err))
+		}
+		return &Actor{opts: opts, log: log, strategy: strategy}
+	}, actor.WithReceiverMiddleware(supervision.LogPanics(log)))
+}
+
+// Validate checks the options that can be wrong.
+func (o Options) Validate() error {
+	if o.ShellPolicy != nil {
+		if err := o.ShellPolicy.Validate(); err != nil {
+			return fmt.Errorf("agent: shell policy: %w", err)
+		}
+	}
+	return o.Config.Validate()
+}
+
+// HandleFailure lets the agent supervise its children with its own policies.
+func (a *Actor) HandleFailure(system *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, message any) {
+	a.strategy.HandleFailure(system, sup, child, rs, reason, message)
+}
+
+// Receive dispatches tool calls and keeps track of children.
+func (a *Actor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+	case *actor.Stopping, *actor.Restarting:
+		// protoactor stops the children next; each cleans up its own
+		// processes. No restart may be scheduled meanwhile.
+		a.strategy.Stopping()
+	case *actor.Stopped:
+	case *messages.ToolCall:
+		a.dispatch(ctx, m)
+	case *messages.CancelCall:
+		if a.shell != nil {
+			ctx.Send(a.shell, &shell.Cancel{CallID: m.CallId})
+		}
+	case *actor.Terminated:
+		if a.shell != nil && m.Who.Equal(a.shell) {
+			a.shell = nil
+		}
+		a.strategy.ChildTerminated(m.Who)
+	default:
+		a.log.Warn("agent: unexpected message", "type", fmt.Sprintf("%T", m))
+	}
+}
+
+func (a *Actor) dispatch(ctx actor.Context, call *messages.ToolCall) {
+	tool, ok := tools[call.Tool]
+	if !ok {
+		ctx.Respond(errorResult(call, fmt.Sprintf("unknown tool %q: this agent has %s", call.Tool, strings.Join(ToolNames(), ", "))))
+		return
+	}
+	tool.dispatch(a, ctx, call)
+}
+
+func errorResult(call *messages.ToolCall, text string) *messages.ToolResult {
+	return &messages.ToolResult{CallId: call.CallId, Tool: call.Tool, Text: text, IsError: true}
+}
+
+// shellPID returns the agent's shell actor, spawning it on first use.
+func (a *Actor) shellPID(ctx actor.Context) *actor.PID {
+	if a.shell == nil {
+		a.shell = ctx.Spawn(shell.Props(shell.Options{
+			Config: a.opts.Config.Bash,
+			Dir:    a.opts.Dir,
+			Env:    a.opts.Env,
+			Logger: a.log,
+		}, actor.WithReceiverMiddleware(supervision.LogPanics(a.log))))
+	}
+	return a.shell
+}
+
+// Tool describes one tool an agent offers.
+type Tool struct {
+	Name        string
+	Description func(config.Config) string
+	dispatch    func(a *Actor, ctx actor.Context, call *messages.ToolCall)
+}
+
+var tools = map[string]Tool{
+	shell.ToolName: {
+		Name:        shell.ToolName,
+		Description: func(c config.Config) string { return c.Bash.Description },
+		dispatch: func(a *Actor, ctx actor.Context, call *messages.ToolCall) {
+			args, err := shell.ParseArgs(call.Arguments)
+			if err != nil {
+				ctx.Respond(errorResult(call, err.Error()))
+				return
+			}
+			ctx.RequestWithCustomSender(a.shellPID(ctx), &shell.Run{CallID: call.CallId, Args: args}, ctx.Sender())
+		},
+	},
+}
+
+// ToolNames lists the tools an agent offers, sorted.
+func ToolNames() []string {
+	names := make([]string, 0, len(tools))
+	for n := range tools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Tools returns the tools an agent offers under cfg, sorted by name.
+func Tools() []Tool {
+	out := make([]Tool, 0, len(tools))
+	for _, n := range ToolNames() {
+		out = append(out, tools[n])
+	}
+	return out
+}

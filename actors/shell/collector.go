@@ -1,0 +1,68 @@
+package shell
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// collector keeps the earliest output of a stream up to a number of
+// characters and counts what it drops. Characters are Unicode code points;
+// an invalid byte counts as one. Memory is bounded by 4 bytes per kept
+// character.
+type collector struct {
+	limit int // characters kept; <= 0 means none
+	head  []byte
+	chars int
+	// decoded is how far head has been decoded; at most 3 bytes of an
+	// incomplete sequence lie after it.
+	decoded int
+	full    bool
+	dropped int64 // bytes not kept
+}
+
+func newCollector(limit int) collector { return collector{limit: limit} }
+
+func (c *collector) write(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	if c.full || c.limit <= 0 {
+		c.full = true
+		c.dropped += int64(len(p))
+		return
+	}
+	c.head = append(c.head, p...)
+	for c.decoded < len(c.head) {
+		rest := c.head[c.decoded:]
+		if !utf8.FullRune(rest) {
+			return // wait for the rest of the sequence
+		}
+		_, size := utf8.DecodeRune(rest)
+		c.decoded += size
+		c.chars++
+		if c.chars == c.limit {
+			c.dropped += int64(len(c.head) - c.decoded)
+			c.head = c.head[:c.decoded]
+			c.full = true
+			return
+		}
+	}
+}
+
+func (c *collector) empty() bool { return len(c.head) == 0 && c.dropped == 0 }
+
+func (c *collector) reset() { *c = collector{limit: c.limit} }
+
+// text renders the kept bytes as valid UTF-8: invalid bytes become U+FFFD
+// and NUL bytes become U+2400 (the visible symbol for NUL), so no consumer
+// down the line (JSON, C strings, a model) trips over them.
+func (c *collector) text() string {
+	s := string(c.head)
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "\u2400")
+	}
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return s
+}

@@ -1,0 +1,73 @@
+package shell
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// BackendShell is the only backend: bash on a pseudo-terminal of its own.
+const BackendShell = "shell"
+
+// DefaultDescription is the bash tool's description for the model when the
+// configuration gives none. Environment facts (network, mirrors) belong in
+// the configured description, not here.
+const DefaultDescription = "Run a command in a persistent bash shell. The shell stays alive between calls: " +
+	"the working directory, exported variables, functions, activated environments and background jobs carry over. " +
+	"Each call returns the command's output (stdout and stderr together) and, when it is not zero, " +
+	"its exit status as [exit code: N]. Long output keeps its beginning and says how much was clipped. " +
+	"A command that waits for keyboard input returns early with its output so far; run interactive programs in a terminal instead. " +
+	"A command that runs past the time limit is killed together with the shell, and the next call starts a fresh shell."
+
+// Config is the bash tool's configuration (the "bash" section of the
+// configuration file). Its zero value is not valid; start from
+// DefaultConfig.
+type Config struct {
+	// BackendType names the PTY backend; only "shell" exists.
+	BackendType string `yaml:"backendType"`
+	// TimeoutMs is the wall-clock limit of one command in milliseconds; a
+	// command that passes it is killed with its shell.
+	TimeoutMs int64 `yaml:"timeoutMs"`
+	// MaxOutputChars is how many characters of a command's output are kept.
+	MaxOutputChars int `yaml:"maxOutputChars"`
+	// Description is the tool description the model sees.
+	Description string `yaml:"description"`
+}
+
+// DefaultConfig returns the reference defaults.
+func DefaultConfig() Config {
+	return Config{
+		BackendType:    BackendShell,
+		TimeoutMs:      300000,
+		MaxOutputChars: 16000,
+		Description:    DefaultDescription,
+	}
+}
+
+// Timeout is TimeoutMs as a duration.
+func (c Config) Timeout() time.Duration { return time.Duration(c.TimeoutMs) * time.Millisecond }
+
+// maxTimeoutMs keeps timeouts within what a timer and a human can mean (a day).
+const maxTimeoutMs = 24 * 60 * 60 * 1000
+
+// maxOutputCharsLimit bounds the kept output (4 bytes a character).
+const maxOutputCharsLimit = 16 << 20
+
+// Validate checks every field; each error names the key, the value and the
+// rule.
+func (c Config) Validate() error {
+	var errs []error
+	if c.BackendType != BackendShell {
+		errs = append(errs, fmt.Errorf("bash.backendType: %q is not a known backend (the only one is %q)", c.BackendType, BackendShell))
+	}
+	if c.TimeoutMs < 1 || c.TimeoutMs > maxTimeoutMs {
+		errs = append(errs, fmt.Errorf("bash.timeoutMs: %d is out of range (must be between 1 and %d milliseconds)", c.TimeoutMs, maxTimeoutMs))
+	}
+	if c.MaxOutputChars < 1 || c.MaxOutputChars > maxOutputCharsLimit {
+		errs = append(errs, fmt.Errorf("bash.maxOutputChars: %d is out of range (must be between 1 and %d)", c.MaxOutputChars, maxOutputCharsLimit))
+	}
+	if c.Description == "" {
+		errs = append(errs, errors.New(`bash.description: "" is empty (the model needs a description; omit the key to use the default)`))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,216 @@
+package shell
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// The wire protocol between the actor and its bash.
+//
+// bash runs interactively (job control, foreground process groups) with
+// readline off, echo off and no history. One init line installs a function,
+// named with a per-shell nonce, as a read-only PROMPT_COMMAND. Before every
+// prompt it resets PS1 and PS2 and prints the completion marker
+//
+//	RS "DSH" nonce ":" seq ":" status RS      (RS = 0x1e)
+//
+// where seq is the sequence number the command line set and status is the
+// command's $?. One line therefore gives one round trip with the status in it.
+//
+// A command is sent as one logical line:
+//
+//	 __dsh_<nonce>_q=<seq>;\builtin printf '\036DSH<nonce>:S<seq>\036';\eval $'<text, escaped>'
+//
+// The start marker it prints first proves that bash has read the whole line:
+// until it arrives, bash seen blocked reading the terminal may simply not
+// have been scheduled since the line was written, so no wait is concluded
+// before it.
+//
+// split into physical lines under the terminal's 4095-byte line limit with
+// backslash-newline continuations between $'...' pieces. Every byte that the
+// terminal driver or history expansion could act on (control bytes, DEL,
+// bytes >= 0x80, '\', '\'' and '!') is written as an octal escape, so the line
+// is plain printable ASCII: any text of any length, with heredocs, quotes or
+// control bytes in it, reaches bash intact and runs as one unit; an
+// unterminated quote or heredoc ends with bash's own error and status.
+
+// markerLead starts every marker; the nonce follows it.
+const markerLead = "\x1eDSH"
+
+// maxPhysicalLine keeps each physical line well under the terminal's
+// canonical-mode limit of 4095 bytes.
+const maxPhysicalLine = 1024
+
+// maxMarkerLen bounds a marker: lead, 16 hex nonce, ':' seq ':' status, RS.
+const maxMarkerLen = len(markerLead) + 16 + 1 + 20 + 1 + 11 + 1
+
+type protocol struct {
+	nonce string
+	// lead is markerLead + nonce + ":".
+	lead []byte
+	// seqVar and fn are the names of the sequence variable and the prompt
+	// function; both carry the nonce, so lines that name them (xtrace output)
+	// can be recognised and removed.
+	seqVar string
+	fn     string
+}
+
+func newProtocol() protocol {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("shell: no randomness for the marker nonce: %v", err))
+	}
+	nonce := hex.EncodeToString(b[:])
+	return protocol{
+		nonce:  nonce,
+		lead:   []byte(markerLead + nonce + ":"),
+		seqVar: "__dsh_" + nonce + "_q",
+		fn:     "__dsh_" + nonce,
+	}
+}
+
+// initLine configures a fresh bash; its marker has seq 0.
+func (p protocol) initLine() []byte {
+	var b strings.Builder
+	// Leading space: nothing of ours is ever history-worthy.
+	b.WriteString(" set +H +o history; unset HISTFILE; set -o ignoreeof; ")
+	// The prompt function: options are made local and xtrace is switched
+	// off with its own trace sent nowhere, so `set -x` does not trace us.
+	fmt.Fprintf(&b, `%s() { { \builtin local -; \builtin set +x; } 2>/dev/null; `, p.fn)
+	fmt.Fprintf(&b, `\builtin local s=$1 q=${%s-}; %s=; PS1=; PS2=; `, p.seqVar, p.seqVar)
+	fmt.Fprintf(&b, `\builtin printf '\036DSH%s:%%s:%%s\036' "$q" "$s"; }; `, p.nonce)
+	fmt.Fprintf(&b, `\builtin readonly -f %s; \builtin declare -r PROMPT_COMMAND='%s $?'`, p.fn, p.fn)
+	b.WriteString("\n")
+	return []byte(b.String())
+}
+
+// commandLine encodes text as one logical line that runs it with sequence
+// number seq.
+func (p protocol) commandLine(seq uint64, text string) []byte {
+	var b bytes.Buffer
+	b.Grow(len(text)*2 + 64)
+	fmt.Fprintf(&b, " %s=%d;\\builtin printf '\\036DSH%s:S%d\\036';\\eval $'", p.seqVar, seq, p.nonce, seq)
+	lineLen := b.Len()
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		var piece [4]byte
+		n := 1
+		if c < 0x20 || c >= 0x7f || c == '\\' || c == '\'' || c == '!' {
+			piece = [4]byte{'\\', '0' + c>>6, '0' + (c>>3)&7, '0' + c&7}
+			n = 4
+		} else {
+			piece[0] = c
+		}
+		if lineLen+n > maxPhysicalLine {
+			// Close this piece, continue the word on the next line.
+			b.WriteString("'\\\n$'")
+			lineLen = 2
+		}
+		b.Write(piece[:n])
+		lineLen += n
+	}
+	b.WriteString("'\n")
+	return b.Bytes()
+}
+
+// marker is a parsed marker: a completion marker, or with start set, the
+// start marker of a command line.
+type marker struct {
+	seq    uint64
+	hasSeq bool
+	status int
+	start  bool
+}
+
+// findMarker looks for a complete marker in b. It returns the marker, the
+// index where it starts and the index just past it. If b ends with what
+// may be the start of a marker, partial is the index of that start, so the
+// caller can keep those bytes for the next chunk; otherwise partial is -1.
+func (p protocol) findMarker(b []byte) (m marker, start, end, partial int, found bool) {
+	from := 0
+	for {
+		i := bytes.IndexByte(b[from:], 0x1e)
+		if i < 0 {
+			return marker{}, 0, 0, -1, false
+		}
+		i += from
+		rest := b[i:]
+		if len(rest) < len(p.lead) {
+			if bytes.HasPrefix(p.lead, rest) {
+				return marker{}, 0, 0, i, false
+			}
+			from = i + 1
+			continue
+		}
+		if !bytes.HasPrefix(rest, p.lead) {
+			from = i + 1
+			continue
+		}
+		body := rest[len(p.lead):]
+		j := bytes.IndexByte(body, 0x1e)
+		if j < 0 {
+			if len(rest) < maxMarkerLen {
+				return marker{}, 0, 0, i, false
+			}
+			from = i + 1 // too long to be ours
+			continue
+		}
+		mk, ok := parseMarkerBody(body[:j])
+		if !ok {
+			from = i + 1
+			continue
+		}
+		return mk, i, i + len(p.lead) + j + 1, -1, true
+	}
+}
+
+// parseMarkerBody parses "seq:status", where seq may be empty (a prompt that
+// no command line of ours asked for), or "S" seq for a start marker.
+func parseMarkerBody(b []byte) (marker, bool) {
+	if len(b) > 1 && b[0] == 'S' {
+		seq, err := strconv.ParseUint(string(b[1:]), 10, 64)
+		return marker{seq: seq, hasSeq: true, start: err == nil}, err == nil
+	}
+	k := bytes.IndexByte(b, ':')
+	if k < 0 {
+		return marker{}, false
+	}
+	var m marker
+	if k > 0 {
+		seq, err := strconv.ParseUint(string(b[:k]), 10, 64)
+		if err != nil {
+			return marker{}, false
+		}
+		m.seq, m.hasSeq = seq, true
+	}
+	status, err := strconv.Atoi(string(b[k+1:]))
+	if err != nil {
+		return marker{}, false
+	}
+	m.status = status
+	return m, true
+}
+
+// stripOwnLines removes the lines that name the nonce: the shell's trace of
+// its own machinery under `set -x`.
+func (p protocol) stripOwnLines(s string) string {
+	if !strings.Contains(s, p.nonce) {
+		return s
+	}
+	var b strings.Builder
+	for len(s) > 0 {
+		line := s
+		if i := strings.IndexByte(s, '\n'); i >= 0 {
+			line = s[:i+1]
+		}
+		s = s[len(line):]
+		if !strings.Contains(line, p.nonce) {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}

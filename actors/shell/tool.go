@@ -1,0 +1,106 @@
+package shell
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ToolName is the name the model calls the tool by.
+const ToolName = "bash"
+
+// Args are the bash tool's arguments.
+type Args struct {
+	// Command is the text bash runs, as if typed at the prompt: any number of
+	// lines, heredocs, any length.
+	Command string `json:"command" jsonschema:"the command text to run in the persistent shell"`
+	// TimeoutMs optionally lowers the time limit of this one call; it is
+	// capped at the configured timeoutMs.
+	TimeoutMs int64 `json:"timeout_ms,omitempty" jsonschema:"optional time limit for this call in milliseconds, at most the configured limit"`
+}
+
+// ParseArgs decodes and checks JSON arguments. Unknown fields are errors, so
+// a misspelt argument is reported instead of ignored.
+func ParseArgs(raw []byte) (Args, error) {
+	var a Args
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return a, errors.New(`bash: arguments missing: expected a JSON object like {"command": "ls"}`)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil {
+		return a, fmt.Errorf("bash: invalid arguments: %w", err)
+	}
+	if dec.More() {
+		return a, errors.New("bash: invalid arguments: more than one JSON value")
+	}
+	return a, a.Validate()
+}
+
+// Validate checks the arguments on their own (limits that depend on the
+// configuration are applied when the call runs).
+func (a Args) Validate() error {
+	if strings.TrimSpace(a.Command) == "" {
+		return errors.New(`bash: "command" is empty: give the command text to run`)
+	}
+	if i := strings.IndexByte(a.Command, 0); i >= 0 {
+		return fmt.Errorf(`bash: "command" contains a NUL byte at offset %d: bash cannot take NUL in command text`, i)
+	}
+	if a.TimeoutMs < 0 {
+		return fmt.Errorf(`bash: "timeout_ms" is %d: it must be a positive number of milliseconds`, a.TimeoutMs)
+	}
+	return nil
+}
+
+// timeout is the call's limit: the configured one, or the smaller one asked
+// for.
+func (a Args) timeout(cfg Config) time.Duration {
+	limit := cfg.Timeout()
+	if a.TimeoutMs > 0 {
+		if d := time.Duration(a.TimeoutMs) * time.Millisecond; d < limit {
+			return d
+		}
+	}
+	return limit
+}
+
+// Result is what one bash call produced. Text is what the model reads; the
+// other fields carry the same facts for programs (the "data" of a tool
+// result).
+type Result struct {
+	Text string `json:"-"`
+	// ExitCode is the command's status; absent when the command did not
+	// finish (timeout, waiting for input, shell death).
+	ExitCode *int `json:"exit_code,omitempty"`
+	// TimedOut: the call hit its time limit; the shell was killed.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// WaitingForInput: the command is blocked reading the terminal; the call
+	// returned early and the next call interrupts it first.
+	WaitingForInput bool `json:"waiting_for_input,omitempty"`
+	// ShellExited says how the shell itself ended during the call, e.g.
+	// "exit code 3" or "killed by signal SIGKILL".
+	ShellExited string `json:"shell_exited,omitempty"`
+	// ShellReset: the shell is gone after this call; the next call gets a
+	// fresh one.
+	ShellReset bool `json:"shell_reset,omitempty"`
+	// FreshShell: this call ran in a shell started for it (the first call, or
+	// the first after a reset).
+	FreshShell bool `json:"fresh_shell,omitempty"`
+	// ClippedBytes is how many bytes of output were not kept.
+	ClippedBytes int64 `json:"clipped_bytes,omitempty"`
+	// IsError marks a call that failed as a call: bad arguments, a timeout, a
+	// shell that could not start.
+	IsError bool `json:"-"`
+}
+
+// Data is the JSON form of the structured fields.
+func (r Result) Data() []byte {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil
+	}
+	return b
+}

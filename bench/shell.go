@@ -1,0 +1,257 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dsh-actors/dsh-actors/actors/shell"
+	"github.com/dsh-actors/dsh-actors/host"
+)
+
+// ShellOptions configure RunShell.
+type ShellOptions struct {
+	// Iterations is the number of samples of the echo and pwd scenarios.
+	Iterations int
+	// SpawnIterations is the number of samples of spawn_init_echo.
+	SpawnIterations int
+	// Agents is how many agents the throughput run drives at once.
+	Agents int
+	// CallsPerAgent is how many calls each of them makes.
+	CallsPerAgent int
+}
+
+// DefaultShellOptions are the figures `dsh-actors bench shell` uses.
+func DefaultShellOptions() ShellOptions {
+	return ShellOptions{Iterations: 1000, SpawnIterations: 100, Agents: 1, CallsPerAgent: 200}
+}
+
+// Scenario is one measured path against its floor.
+type Scenario struct {
+	Name       string  `json:"name"`
+	Samples    int     `json:"samples"`
+	P50us      float64 `json:"p50_us"`
+	P99us      float64 `json:"p99_us"`
+	FloorP50us float64 `json:"floor_p50_us"`
+	FloorP99us float64 `json:"floor_p99_us"`
+	RatioP50   float64 `json:"ratio_p50"`
+}
+
+// ShellReport is the result of RunShell.
+type ShellReport struct {
+	Scenarios   []Scenario `json:"scenarios"`
+	Agents      int        `json:"agents"`
+	Calls       int        `json:"calls"`
+	CallsPerSec float64    `json:"calls_per_sec"`
+	Errors      int        `json:"errors"`
+	// FirstError describes the first failed call, if any.
+	FirstError string `json:"first_error,omitempty"`
+}
+
+// RunShell measures the bash tool through the whole path (host API, agent
+// actor, shell actor, PTY, bash) next to the floor, a bare PTY bash round trip
+// with no actors, sampled in the same run and interleaved with it so both see
+// the same machine.
+func RunShell(ctx context.Context, h *host.Host, opts ShellOptions) (ShellReport, error) {
+	var rep ShellReport
+	var errs errorCount
+
+	spawn, err := measureSpawn(ctx, h, opts.SpawnIterations, &errs)
+	if err != nil {
+		return rep, err
+	}
+	rep.Scenarios = append(rep.Scenarios, spawn)
+	for _, sc := range []struct{ name, command, want string }{
+		{"echo", "echo hi", "hi\n"},
+		{"pwd", "pwd", ""},
+	} {
+		s, err := measureRoundTrips(ctx, h, sc.name, sc.command, sc.want, opts.Iterations, &errs)
+		if err != nil {
+			return rep, err
+		}
+		rep.Scenarios = append(rep.Scenarios, s)
+	}
+	rep.Agents = opts.Agents
+	rep.Calls, rep.CallsPerSec = measureThroughput(ctx, h, opts.Agents, opts.CallsPerAgent, &errs)
+	rep.Errors, rep.FirstError = errs.get()
+	return rep, nil
+}
+
+// errorCount counts failed calls and keeps the first description.
+type errorCount struct {
+	n     atomic.Int64
+	mu    sync.Mutex
+	first string
+}
+
+func (e *errorCount) add(format string, args ...any) {
+	if e.n.Add(1) == 1 {
+		e.mu.Lock()
+		e.first = fmt.Sprintf(format, args...)
+		e.mu.Unlock()
+	}
+}
+
+func (e *errorCount) get() (int, string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return int(e.n.Load()), e.first
+}
+
+// check counts a call that failed or returned unexpected text.
+func check(errs *errorCount, res shell.Result, err error, want string) {
+	switch {
+	case err != nil:
+		errs.add("%v", err)
+	case res.IsError || res.ExitCode == nil || *res.ExitCode != 0:
+		errs.add("unexpected result %q", res.Text)
+	case want != "" && res.Text != want:
+		errs.add("got %q, want %q", res.Text, want)
+	}
+}
+
+func measureSpawn(ctx context.Context, h *host.Host, n int, errs *errorCount) (Scenario, error) {
+	var full, floor []time.Duration
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		f, err := startFloor()
+		if err != nil {
+			return Scenario{}, fmt.Errorf("floor: %w", err)
+		}
+		if _, err := f.roundTrip("echo hi"); err != nil {
+			f.close()
+			return Scenario{}, fmt.Errorf("floor: %w", err)
+		}
+		floor = append(floor, time.Since(t0))
+		if err := f.close(); err != nil {
+			return Scenario{}, err
+		}
+
+		id := fmt.Sprintf("bench-spawn-%d", i)
+		t0 = time.Now()
+		res, err := h.Bash(ctx, id, shell.Args{Command: "echo hi"})
+		full = append(full, time.Since(t0))
+		check(errs, res, err, "hi\n")
+		if err := h.StopAgent(ctx, id); err != nil {
+			return Scenario{}, err
+		}
+	}
+	return scenario("spawn_init_echo", full, floor), nil
+}
+
+func measureRoundTrips(ctx context.Context, h *host.Host, name, command, want string, n int, errs *errorCount) (Scenario, error) {
+	f, err := startFloor()
+	if err != nil {
+		return Scenario{}, fmt.Errorf("floor: %w", err)
+	}
+	defer f.close()
+	const id = "bench-roundtrip"
+	// Warm both paths: the agent's shell starts on its first call.
+	if _, err := h.Bash(ctx, id, shell.Args{Command: "true"}); err != nil {
+		return Scenario{}, err
+	}
+	defer h.StopAgent(ctx, id)
+	var full, floor []time.Duration
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if _, err := f.roundTrip(command); err != nil {
+			return Scenario{}, fmt.Errorf("floor: %w", err)
+		}
+		floor = append(floor, time.Since(t0))
+
+		t0 = time.Now()
+		res, err := h.Bash(ctx, id, shell.Args{Command: command})
+		full = append(full, time.Since(t0))
+		check(errs, res, err, want)
+	}
+	return scenario(name, full, floor), nil
+}
+
+// measureThroughput drives agents at once, each making calls one after the
+// other, and returns the calls made and the aggregate rate.
+func measureThroughput(ctx context.Context, h *host.Host, agents, calls int, errs *errorCount) (int, float64) {
+	if agents <= 0 || calls <= 0 {
+		return 0, 0
+	}
+	ids := make([]string, agents)
+	var wg sync.WaitGroup
+	for i := range ids {
+		ids[i] = fmt.Sprintf("bench-agent-%d", i)
+		wg.Add(1)
+		go func(id string) { // start every shell before timing
+			defer wg.Done()
+			res, err := h.Bash(ctx, id, shell.Args{Command: "true"})
+			check(errs, res, err, "")
+		}(ids[i])
+	}
+	wg.Wait()
+	start := time.Now()
+	for _, id := range ids {
+		wg.Add(1)
+		go func(id string) {
+			defer wg.Done()
+			for j := 0; j < calls; j++ {
+				res, err := h.Bash(ctx, id, shell.Args{Command: "echo hi"})
+				check(errs, res, err, "hi\n")
+			}
+		}(id)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	for _, id := range ids {
+		_ = h.StopAgent(ctx, id)
+	}
+	total := agents * calls
+	return total, float64(total) / elapsed.Seconds()
+}
+
+func scenario(name string, full, floor []time.Duration) Scenario {
+	s := Scenario{
+		Name:       name,
+		Samples:    len(full),
+		P50us:      percentile(full, 50),
+		P99us:      percentile(full, 99),
+		FloorP50us: percentile(floor, 50),
+		FloorP99us: percentile(floor, 99),
+	}
+	if s.FloorP50us > 0 {
+		s.RatioP50 = s.P50us / s.FloorP50us
+	}
+	return s
+}
+
+// percentile returns the p-th percentile in microseconds (nearest rank).
+func percentile(d []time.Duration, p int) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	if i < 1 {
+		i = 1
+	}
+	return float64(s[i-1].Nanoseconds()) / 1e3
+}
+
+// WriteTable prints a report for people.
+func (r ShellReport) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tsamples\tp50 µs\tp99 µs\tfloor p50 µs\tfloor p99 µs\tp50 / floor\t")
+	for _, s := range r.Scenarios {
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.2fx\t\n", s.Name, s.Samples, s.P50us, s.P99us, s.FloorP50us, s.FloorP99us, s.RatioP50)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\n%d agents at once: %d calls, %.0f calls/s, %d errors\n", r.Agents, r.Calls, r.CallsPerSec, r.Errors)
+	if err == nil && r.FirstError != "" {
+		_, err = fmt.Fprintf(w, "first error: %s\n", r.FirstError)
+	}
+	return err
+}

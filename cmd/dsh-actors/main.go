@@ -1,0 +1,174 @@
+// Command dsh-actors gives LLM agents real terminals: a persistent bash per
+// agent, each agent and shell a supervised actor.
+//
+//	dsh-actors call [--config FILE]          tool calls as JSON lines on stdin, results on stdout
+//	dsh-actors bench shell [--json] [...]    latency of the bash tool next to the floor
+//
+// Run `dsh-actors help` for the details.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/dsh-actors/dsh-actors/bench"
+	"github.com/dsh-actors/dsh-actors/config"
+	"github.com/dsh-actors/dsh-actors/host"
+)
+
+const usage = `dsh-actors: real terminals for LLM agents, one supervised actor each.
+
+Commands:
+  call [--config FILE]
+      Read tool calls from stdin, one JSON object a line:
+        {"agent":"a1","tool":"bash","args":{"command":"echo hi"},"id":1}
+      and write one JSON result a line to stdout:
+        {"id":1,"line":1,"agent":"a1","tool":"bash","text":"hi\n","isError":false,"data":{...}}
+      All lines share one host: an agent's shell persists from line to line.
+      Calls of one agent run in order; different agents run at once, so
+      their results may interleave. Bad lines get an error result.
+
+  bench shell [--json] [--iterations N] [--spawn-iterations N] [--agents N] [--calls N] [--config FILE]
+      Measure the bash tool through the whole runtime next to the floor (a
+      bare PTY bash round trip, no actors) sampled in the same run.
+
+  help
+      Show this text.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch args[0] {
+	case "call":
+		err = cmdCall(ctx, args[1:], stdin, stdout, stderr)
+	case "bench":
+		err = cmdBench(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "dsh-actors: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "dsh-actors: %v\n", err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "dsh-actors: %v\n", err)
+		return 1
+	}
+}
+
+type usageError struct{ error }
+
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
+	}
+	return nil
+}
+
+func startHost(configPath string, stderr io.Writer) (*host.Host, error) {
+	cfg, err := config.Load(configPath)
+	if err != nil {
+		return nil, err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return host.Start(host.Options{Config: &cfg, Logger: log})
+}
+
+func stopHost(h *host.Host) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return h.Stop(ctx)
+}
+
+func cmdCall(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlags("call", stderr)
+	configPath := fs.String("config", "", "YAML configuration `file` (default: built-in defaults)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	h, err := startHost(*configPath, stderr)
+	if err != nil {
+		return err
+	}
+	return errors.Join(runCall(ctx, h, stdin, stdout), stopHost(h))
+}
+
+func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "shell" {
+		return usageError{errors.New(`bench: name a benchmark: "bench shell"`)}
+	}
+	def := bench.DefaultShellOptions()
+	fs := newFlags("bench shell", stderr)
+	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
+	iterations := fs.Int("iterations", def.Iterations, "samples of the echo and pwd scenarios")
+	spawns := fs.Int("spawn-iterations", def.SpawnIterations, "samples of the spawn+init+first echo scenario")
+	agents := fs.Int("agents", def.Agents, "agents driven at once for the throughput figure")
+	calls := fs.Int("calls", def.CallsPerAgent, "calls each of those agents makes")
+	configPath := fs.String("config", "", "YAML configuration `file` (default: built-in defaults)")
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	for name, v := range map[string]int{"iterations": *iterations, "spawn-iterations": *spawns, "agents": *agents, "calls": *calls} {
+		if v < 1 {
+			return usageError{fmt.Errorf("bench shell: --%s is %d: it must be at least 1", name, v)}
+		}
+	}
+	h, err := startHost(*configPath, stderr)
+	if err != nil {
+		return err
+	}
+	rep, err := bench.RunShell(ctx, h, bench.ShellOptions{
+		Iterations: *iterations, SpawnIterations: *spawns, Agents: *agents, CallsPerAgent: *calls,
+	})
+	if stopErr := stopHost(h); err == nil {
+		err = stopErr
+	}
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		err = enc.Encode(rep)
+	} else {
+		err = rep.WriteTable(stdout)
+	}
+	if err == nil && rep.Errors > 0 {
+		err = fmt.Errorf("bench shell: %d calls failed; first: %s", rep.Errors, rep.FirstError)
+	}
+	return err
+}

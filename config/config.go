@@ -1,0 +1,71 @@
+// Package config loads the runtime's configuration: one YAML file with a
+// section per component, using the keys and defaults of the reference tools.
+// Every value is checked when the file is loaded, and an error names the key,
+// the value and the rule it breaks. With no file at all, Default applies.
+//
+// Example file:
+//
+//	bash:
+//	  timeoutMs: 60000
+//	  maxOutputChars: 32000
+//
+// Keys that are left out keep their defaults; unknown keys are errors, so a
+// misspelt key is reported instead of silently ignored.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/dsh-actors/dsh-actors/actors/shell"
+)
+
+// Config is the whole configuration.
+type Config struct {
+	// Bash configures the persistent bash tool.
+	Bash shell.Config `yaml:"bash"`
+}
+
+// Default returns the configuration used when there is no file.
+func Default() Config {
+	return Config{Bash: shell.DefaultConfig()}
+}
+
+// Validate checks every section.
+func (c Config) Validate() error {
+	return errors.Join(c.Bash.Validate())
+}
+
+// Parse reads YAML on top of the defaults and validates the result. name is
+// used in error messages (a file path, or "<stdin>").
+func Parse(name string, data []byte) (Config, error) {
+	cfg := Default()
+	if len(bytes.TrimSpace(data)) > 0 {
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true)
+		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+			return Config{}, fmt.Errorf("config %s: %w", name, err)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", name, err)
+	}
+	return cfg, nil
+}
+
+// Load reads and validates the file at path; an empty path means Default.
+func Load(path string) (Config, error) {
+	if path == "" {
+		return Default(), nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	return Parse(path, data)
+}

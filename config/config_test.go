@@ -1,0 +1,84 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestDefaultsWithoutFile(t *testing.T) {
+	cfg, err := Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Bash.TimeoutMs != 300000 || cfg.Bash.MaxOutputChars != 16000 || cfg.Bash.BackendType != "shell" || cfg.Bash.Description == "" {
+		t.Fatalf("defaults: %+v", cfg.Bash)
+	}
+}
+
+func TestPartialFileKeepsDefaults(t *testing.T) {
+	cfg, err := Parse("test.yaml", []byte("bash:\n  timeoutMs: 1500\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Bash.TimeoutMs != 1500 || cfg.Bash.MaxOutputChars != 16000 {
+		t.Fatalf("got %+v", cfg.Bash)
+	}
+}
+
+func TestLoadFromFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dsh.yaml")
+	if err := os.WriteFile(path, []byte("bash:\n  maxOutputChars: 99\n  description: my shell\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Bash.MaxOutputChars != 99 || cfg.Bash.Description != "my shell" {
+		t.Fatalf("got %+v", cfg.Bash)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// Each bad value is reported with its key, the value and the rule.
+func TestBadValuesNameKeyValueAndRule(t *testing.T) {
+	cases := []struct {
+		yaml string
+		want []string
+	}{
+		{"bash:\n  timeoutMs: 0\n", []string{"bash.timeoutMs", "0", "between 1 and"}},
+		{"bash:\n  timeoutMs: -5\n", []string{"bash.timeoutMs", "-5", "between 1 and"}},
+		{"bash:\n  maxOutputChars: 0\n", []string{"bash.maxOutputChars", "0", "between 1 and"}},
+		{"bash:\n  backendType: docker\n", []string{"bash.backendType", `"docker"`, `only one is "shell"`}},
+		{"bash:\n  description: \"\"\n", []string{"bash.description", "empty"}},
+		{"bash:\n  timeoutMS: 10\n", []string{"timeoutMS", "not found"}},
+		{"bash:\n  timeoutMs: soon\n", []string{"soon", "int64"}},
+		{"shell:\n  timeoutMs: 10\n", []string{"shell", "not found"}},
+	}
+	for _, c := range cases {
+		_, err := Parse("bad.yaml", []byte(c.yaml))
+		if err == nil {
+			t.Errorf("%q: no error", c.yaml)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%q: error %q does not mention %q", c.yaml, err, w)
+			}
+		}
+		if !strings.Contains(err.Error(), "bad.yaml") {
+			t.Errorf("%q: error %q does not name the file", c.yaml, err)
+		}
+	}
+}
+
+func TestSeveralErrorsAtOnce(t *testing.T) {
+	_, err := Parse("x", []byte("bash:\n  timeoutMs: 0\n  maxOutputChars: -1\n"))
+	if err == nil || !strings.Contains(err.Error(), "timeoutMs") || !strings.Contains(err.Error(), "maxOutputChars") {
+		t.Fatalf("want both keys reported, got %v", err)
+	}
+}

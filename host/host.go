@@ -1,0 +1,285 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/dsh-actors/dsh-actors/actors/agent"
+	"github.com/dsh-actors/dsh-actors/actors/shell"
+	"github.com/dsh-actors/dsh-actors/config"
+	"github.com/dsh-actors/dsh-actors/messages"
+)
+
+// ErrStopped is returned by calls on a host that has been stopped.
+var ErrStopped = errors.New("host: stopped")
+
+// Options configure a host. The zero value is a host with the default
+// configuration on an actor system of its own.
+type Options struct {
+	// System is an actor system the embedding program already runs. Nil
+	// makes one for the host, which Stop shuts down.
+	System *actor.ActorSystem
+	// Config is the runtime configuration; nil means config.Default().
+	Config *config.Config
+	// Dir is where agents' shells start; empty means the host's working
+	// directory.
+	Dir string
+	// Env is the base environment of agents' processes; nil means the host's.
+	Env []string
+	// Logger receives the runtime's logs; nil means slog.Default(). The
+	// actor system made for the host logs warnings and errors only.
+	Logger *slog.Logger
+}
+
+// Host runs agents. It is safe for concurrent use.
+type Host struct {
+	system    *actor.ActorSystem
+	ownSystem bool
+	cfg       config.Config
+	log       *slog.Logger
+	pid       *actor.PID
+
+	// agents caches agent PIDs; only the host actor writes it.
+	agents   sync.Map // string -> *actor.PID
+	calls    atomic.Uint64
+	stopped  atomic.Bool
+	stopOnce sync.Once
+	stopDone chan struct{}
+	stopErr  error
+}
+
+// Start starts a host.
+func Start(opts Options) (*Host, error) {
+	cfg := config.Default()
+	if opts.Config != nil {
+		cfg = *opts.Config
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	h := &Host{system: opts.System, cfg: cfg, log: log, stopDone: make(chan struct{})}
+	if h.system == nil {
+		quiet := slog.New(minLevel{log.Handler(), slog.LevelWarn})
+		h.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+		h.ownSystem = true
+	}
+	props := actor.PropsFromProducer(func() actor.Actor {
+		return newHostActor(h, agentOptions{cfg: cfg, dir: opts.Dir, env: opts.Env, log: log})
+	}, actor.WithGuardian(resumeGuardian))
+	pid, err := h.system.Root.SpawnNamed(props, "dsh-host-"+h.system.ProcessRegistry.NextId())
+	if err != nil {
+		if h.ownSystem {
+			h.system.Shutdown()
+		}
+		return nil, fmt.Errorf("host: %w", err)
+	}
+	h.pid = pid
+	return h, nil
+}
+
+// System returns the actor system the host runs on.
+func (h *Host) System() *actor.ActorSystem { return h.system }
+
+// Config returns the host's configuration.
+func (h *Host) Config() config.Config { return h.cfg }
+
+// Agent is a handle on one agent of a host.
+type Agent struct {
+	h  *Host
+	id string
+}
+
+// ID is the agent's id.
+func (a *Agent) ID() string { return a.id }
+
+// Call runs a tool of the agent; see Host.Call.
+func (a *Agent) Call(ctx context.Context, tool string, args json.RawMessage) (*messages.ToolResult, error) {
+	return a.h.Call(ctx, a.id, tool, args)
+}
+
+// Bash runs the bash tool of the agent; see Host.Bash.
+func (a *Agent) Bash(ctx context.Context, args shell.Args) (shell.Result, error) {
+	return a.h.Bash(ctx, a.id, args)
+}
+
+// Agent returns the agent with the given id, starting it if it does not run.
+func (h *Host) Agent(ctx context.Context, id string) (*Agent, error) {
+	if _, err := h.agentPID(ctx, id); err != nil {
+		return nil, err
+	}
+	return &Agent{h: h, id: id}, nil
+}
+
+func (h *Host) agentPID(ctx context.Context, id string) (*actor.PID, error) {
+	if h.stopped.Load() {
+		return nil, ErrStopped
+	}
+	if pid, ok := h.agents.Load(id); ok {
+		return pid.(*actor.PID), nil
+	}
+	if err := ValidateAgentID(id); err != nil {
+		return nil, err
+	}
+	res, err := newReplyBox(h.system).request(ctx, h.pid, &ensureAgent{id: id})
+	if err != nil {
+		if errors.Is(err, errDeadLetter) {
+			return nil, ErrStopped
+		}
+		return nil, err
+	}
+	switch r := res.(type) {
+	case *actor.PID:
+		return r, nil
+	case error:
+		return nil, r
+	}
+	return nil, fmt.Errorf("host: unexpected answer %T", res)
+}
+
+// Call runs one tool call: the tool's name and its JSON arguments, as a
+// model produced them. A tool that fails (bad arguments, unknown tool, a
+// timeout) answers with a result whose IsError is set; the error return is
+// for the call itself: a bad agent id, a stopped host, a cancelled context.
+//
+// Cancelling ctx withdraws the call: its result is discarded and the tool
+// stops it the way it documents (the bash tool resets its shell).
+func (h *Host) Call(ctx context.Context, agentID, tool string, args json.RawMessage) (*messages.ToolResult, error) {
+	callID := "c" + strconv.FormatUint(h.calls.Add(1), 10)
+	for attempt := 0; ; attempt++ {
+		pid, err := h.agentPID(ctx, agentID)
+		if err != nil {
+			return nil, err
+		}
+		call := &messages.ToolCall{CallId: callID, AgentId: agentID, Tool: tool, Arguments: args}
+		res, err := newReplyBox(h.system).request(ctx, pid, call)
+		switch {
+		case errors.Is(err, errDeadLetter) && attempt < 3:
+			// The agent stopped since its PID was cached: start it again.
+			h.agents.CompareAndDelete(agentID, pid)
+			continue
+		case errors.Is(err, errDeadLetter):
+			return nil, fmt.Errorf("host: agent %q keeps stopping", agentID)
+		case err != nil:
+			h.system.Root.Send(pid, &messages.CancelCall{CallId: callID})
+			return nil, err
+		}
+		r, ok := res.(*messages.ToolResult)
+		if !ok {
+			return nil, fmt.Errorf("host: unexpected answer %T to a tool call", res)
+		}
+		return r, nil
+	}
+}
+
+// Bash runs the bash tool with typed arguments and returns its typed result.
+func (h *Host) Bash(ctx context.Context, agentID string, args shell.Args) (shell.Result, error) {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return shell.Result{}, err
+	}
+	r, err := h.Call(ctx, agentID, shell.ToolName, raw)
+	if err != nil {
+		return shell.Result{}, err
+	}
+	var res shell.Result
+	if len(r.Data) > 0 {
+		if err := json.Unmarshal(r.Data, &res); err != nil {
+			return shell.Result{}, fmt.Errorf("host: decoding the bash result: %w", err)
+		}
+	}
+	res.Text, res.IsError = r.Text, r.IsError
+	return res, nil
+}
+
+// StopAgent stops an agent and everything it started, and returns when all
+// of it is gone. Stopping an agent that does not run is not an error.
+func (h *Host) StopAgent(ctx context.Context, id string) error {
+	if h.stopped.Load() {
+		return ErrStopped
+	}
+	if err := ValidateAgentID(id); err != nil {
+		return err
+	}
+	_, err := newReplyBox(h.system).request(ctx, h.pid, &stopAgent{id: id})
+	if errors.Is(err, errDeadLetter) {
+		return ErrStopped
+	}
+	return err
+}
+
+// Agents lists the ids of the running agents.
+func (h *Host) Agents() []string {
+	var ids []string
+	h.agents.Range(func(k, _ any) bool { ids = append(ids, k.(string)); return true })
+	return ids
+}
+
+// Stop stops every agent and every process they started, and returns when
+// all of them are gone; then, if the host made its own actor system, it
+// shuts that down. Calls made after Stop fail with ErrStopped. If ctx ends
+// first, Stop returns its error while the stop goes on.
+func (h *Host) Stop(ctx context.Context) error {
+	h.stopOnce.Do(func() {
+		h.stopped.Store(true)
+		go func() {
+			defer close(h.stopDone)
+			if err := h.system.Root.StopFuture(h.pid).Wait(); err != nil {
+				h.stopErr = fmt.Errorf("host: stopping: %w", err)
+			}
+			if h.ownSystem {
+				h.system.Shutdown()
+			}
+		}()
+	})
+	select {
+	case <-h.stopDone:
+		return h.stopErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ToolInfo describes a tool for a model.
+type ToolInfo struct {
+	Name        string
+	Description string
+}
+
+// Tools lists the tools every agent of this host offers.
+func (h *Host) Tools() []ToolInfo {
+	var out []ToolInfo
+	for _, t := range agent.Tools() {
+		out = append(out, ToolInfo{Name: t.Name, Description: t.Description(h.cfg)})
+	}
+	return out
+}
+
+// minLevel filters a handler to records at or above a level.
+type minLevel struct {
+	slog.Handler
+	level slog.Level
+}
+
+func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= m.level && m.Handler.Enabled(ctx, l)
+}
+
+func (m minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return minLevel{m.Handler.WithAttrs(attrs), m.level}
+}
+
+func (m minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{m.Handler.WithGroup(name), m.level}
+}

@@ -1,0 +1,191 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/dsh-actors/dsh-actors/actors/agent"
+	"github.com/dsh-actors/dsh-actors/config"
+	"github.com/dsh-actors/dsh-actors/supervision"
+)
+
+// Messages of the host actor.
+type (
+	// ensureAgent asks for the PID of an agent, spawning it if needed. The
+	// answer is the *actor.PID or an error.
+	ensureAgent struct{ id string }
+	// stopAgent stops an agent; the answer, *agentStopped, comes once the
+	// agent and its children have terminated.
+	stopAgent    struct{ id string }
+	agentStopped struct{}
+)
+
+type agentOptions struct {
+	cfg config.Config
+	dir string
+	env []string
+	log *slog.Logger
+}
+
+// agentPolicy: an agent that panics is restarted (its children are stopped
+// and its processes killed by the restart); one that keeps failing is
+// stopped, never escalated, since the host must outlive every agent. The next
+// call to that id starts it afresh.
+func agentPolicy() supervision.Policy {
+	return supervision.Policy{
+		Restart:     supervision.Transient,
+		MaxRestarts: 5,
+		Within:      10 * time.Second,
+		Backoff:     supervision.Backoff{Min: 10 * time.Millisecond, Max: time.Second, Jitter: 0.2},
+		OnLimit:     supervision.StopChild,
+	}
+}
+
+// resumeGuardian supervises the host actor itself: it keeps no state that a
+// failed message could have corrupted beyond repair, and a restart would stop
+// every agent, so a failure resumes it.
+var resumeGuardian = mustStrategy(supervision.Policy{
+	Restart: supervision.Permanent,
+	Decider: func(any) actor.Directive { return actor.ResumeDirective },
+})
+
+// mustStrategy is for the host's own fixed policies, which are valid.
+func mustStrategy(p supervision.Policy) *supervision.Strategy {
+	s, err := supervision.New(p)
+	if err != nil {
+		panic("host: " + err.Error())
+	}
+	return s
+}
+
+type agentEntry struct {
+	pid           *actor.PID
+	stopping      bool
+	stopWaiters   []*actor.PID
+	ensureWaiters []*actor.PID
+}
+
+// hostActor is the parent of every agent.
+type hostActor struct {
+	h        *Host
+	opts     agentOptions
+	agents   map[string]*agentEntry
+	byPID    map[string]string
+	strategy *supervision.Strategy
+}
+
+func newHostActor(h *Host, opts agentOptions) *hostActor {
+	return &hostActor{
+		h:        h,
+		opts:     opts,
+		agents:   map[string]*agentEntry{},
+		byPID:    map[string]string{},
+		strategy: mustStrategy(agentPolicy()),
+	}
+}
+
+func (a *hostActor) HandleFailure(system *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, message any) {
+	a.strategy.HandleFailure(system, sup, child, rs, reason, message)
+}
+
+func (a *hostActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+	case *actor.Stopping, *actor.Restarting:
+		a.strategy.Stopping()
+	case *actor.Stopped:
+		a.h.agents.Range(func(k, _ any) bool { a.h.agents.Delete(k); return true })
+	case *ensureAgent:
+		e := a.agents[m.id]
+		switch {
+		case e == nil:
+			ctx.Respond(a.spawn(ctx, m.id))
+		case e.stopping:
+			e.ensureWaiters = append(e.ensureWaiters, ctx.Sender())
+		default:
+			ctx.Respond(e.pid)
+		}
+	case *stopAgent:
+		e := a.agents[m.id]
+		if e == nil {
+			ctx.Respond(&agentStopped{})
+			return
+		}
+		e.stopWaiters = append(e.stopWaiters, ctx.Sender())
+		if !e.stopping {
+			e.stopping = true
+			a.strategy.StoppingChild(e.pid)
+			a.h.agents.CompareAndDelete(m.id, e.pid)
+			ctx.Stop(e.pid)
+		}
+	case *actor.Terminated:
+		id, ok := a.byPID[m.Who.Id]
+		if !ok {
+			return
+		}
+		e := a.agents[id]
+		delete(a.byPID, m.Who.Id)
+		delete(a.agents, id)
+		a.h.agents.CompareAndDelete(id, e.pid)
+		a.strategy.ChildTerminated(m.Who)
+		for _, w := range e.stopWaiters {
+			ctx.Send(w, &agentStopped{})
+		}
+		if len(e.ensureWaiters) > 0 {
+			ans := a.spawn(ctx, id)
+			for _, w := range e.ensureWaiters {
+				ctx.Send(w, ans)
+			}
+		}
+	default:
+		a.opts.log.Warn("host: unexpected message", "type", fmt.Sprintf("%T", m))
+	}
+}
+
+// spawn starts agent id and answers its PID, or an error.
+func (a *hostActor) spawn(ctx actor.Context, id string) any {
+	pid, err := ctx.SpawnNamed(agent.Props(agent.Options{
+		ID:     id,
+		Config: a.opts.cfg,
+		Dir:    a.opts.dir,
+		Env:    a.opts.env,
+		Logger: a.opts.log,
+	}), id)
+	if err != nil {
+		return fmt.Errorf("host: starting agent %q: %w", id, err)
+	}
+	a.agents[id] = &agentEntry{pid: pid}
+	a.byPID[pid.Id] = id
+	a.h.agents.Store(id, pid)
+	return pid
+}
+
+// MaxAgentIDLen bounds agent ids.
+const MaxAgentIDLen = 128
+
+// ValidateAgentID checks an agent id: 1 to 128 characters of ASCII letters,
+// digits, '.', '_', ':', '@' and '-', starting with a letter or a digit.
+func ValidateAgentID(id string) error {
+	rule := "use 1 to 128 of the characters A-Z a-z 0-9 . _ : @ -, starting with a letter or digit"
+	if id == "" {
+		return errors.New("host: agent id is empty: " + rule)
+	}
+	if len(id) > MaxAgentIDLen {
+		return fmt.Errorf("host: agent id %.20q... is %d bytes long: %s", id, len(id), rule)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if i > 0 {
+			ok = ok || c == '.' || c == '_' || c == ':' || c == '@' || c == '-'
+		}
+		if !ok {
+			return fmt.Errorf("host: agent id %q has %q at byte %d: %s", id, c, i, rule)
+		}
+	}
+	return nil
+}

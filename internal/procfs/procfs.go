@@ -1,0 +1,122 @@
+package procfs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+)
+
+// Proc is one line of /proc/PID/stat, reduced to what this project uses.
+type Proc struct {
+	PID     int
+	PPID    int
+	PGRP    int
+	Session int
+	// State is the one-letter state: R, S, D, Z, T, ...
+	State byte
+	// Comm is the executable name as the kernel keeps it (at most 15 bytes).
+	Comm string
+}
+
+// Zombie reports whether the process has exited and only waits to be reaped.
+func (p Proc) Zombie() bool { return p.State == 'Z' || p.State == 'X' }
+
+// ErrNoProcess is returned when the process does not exist (any more).
+var ErrNoProcess = errors.New("procfs: no such process")
+
+// Stat reads /proc/PID/stat.
+func Stat(pid int) (Proc, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errSRCH) {
+			return Proc{}, ErrNoProcess
+		}
+		return Proc{}, err
+	}
+	return parseStat(b)
+}
+
+// parseStat parses "pid (comm) state ppid pgrp session ...". The comm field
+// may itself contain spaces and parentheses, so it ends at the last ')'.
+func parseStat(b []byte) (Proc, error) {
+	open := bytes.IndexByte(b, '(')
+	closing := bytes.LastIndexByte(b, ')')
+	if open < 0 || closing < open {
+		return Proc{}, fmt.Errorf("procfs: malformed stat line %q", b)
+	}
+	var p Proc
+	var err error
+	if p.PID, err = strconv.Atoi(string(bytes.TrimSpace(b[:open]))); err != nil {
+		return Proc{}, fmt.Errorf("procfs: malformed pid in stat line %q", b)
+	}
+	p.Comm = string(b[open+1 : closing])
+	fields := bytes.Fields(b[closing+1:])
+	if len(fields) < 4 || len(fields[0]) != 1 {
+		return Proc{}, fmt.Errorf("procfs: malformed stat line %q", b)
+	}
+	p.State = fields[0][0]
+	nums := [3]*int{&p.PPID, &p.PGRP, &p.Session}
+	for i, dst := range nums {
+		if *dst, err = strconv.Atoi(string(fields[i+1])); err != nil {
+			return Proc{}, fmt.Errorf("procfs: malformed stat line %q", b)
+		}
+	}
+	return p, nil
+}
+
+// List returns every process that exists while /proc is read. Processes that
+// exit during the scan are skipped.
+func List() ([]Proc, error) {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	procs := make([]Proc, 0, len(names))
+	for _, name := range names {
+		if name == "" || name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		p, err := Stat(pid)
+		if err != nil {
+			continue // exited meanwhile, or unreadable: not ours
+		}
+		procs = append(procs, p)
+	}
+	return procs, nil
+}
+
+// Session returns the live (not zombie) members of session sid.
+func Session(sid int) ([]Proc, error) {
+	return filter(func(p Proc) bool { return p.Session == sid && !p.Zombie() })
+}
+
+// Group returns the live members of process group pgrp.
+func Group(pgrp int) ([]Proc, error) {
+	return filter(func(p Proc) bool { return p.PGRP == pgrp && !p.Zombie() })
+}
+
+func filter(keep func(Proc) bool) ([]Proc, error) {
+	all, err := List()
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, p := range all {
+		if keep(p) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}

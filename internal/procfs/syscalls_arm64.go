@@ -1,0 +1,16 @@
+//go:build linux
+
+package procfs
+
+// System call numbers of linux/arm64 (the generic table) that matter for the
+// wait proof. arm64 has no select or poll, only pselect6 and ppoll.
+var syscallKinds = map[int]syscallKind{
+	63:  kindRead,      // read
+	65:  kindRead,      // readv
+	72:  kindSelect,    // pselect6
+	73:  kindPoll,      // ppoll
+	22:  kindEpoll,     // epoll_pwait
+	441: kindEpoll,     // epoll_pwait2
+	260: kindWaitChild, // wait4
+	95:  kindWaitChild, // waitid
+}

@@ -1,0 +1,288 @@
+package procfs
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// WaitState says what a process group is doing with its terminal.
+type WaitState int
+
+const (
+	// NotWaiting: no member is blocked reading the terminal (it runs, sleeps,
+	// waits for a child or reads something else).
+	NotWaiting WaitState = iota
+	// WaitingInput: a member is proven blocked reading the terminal.
+	WaitingInput
+	// WaitUnknown: a member waits in a way /proc cannot see into (epoll with
+	// the terminal registered); only silence can tell.
+	WaitUnknown
+)
+
+func (s WaitState) String() string {
+	switch s {
+	case NotWaiting:
+		return "not_waiting"
+	case WaitingInput:
+		return "waiting_input"
+	case WaitUnknown:
+		return "wait_unknown"
+	}
+	return "WaitState(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Wait is the answer of [TTYWait].
+type Wait struct {
+	State WaitState
+	// PID and Comm name the member that decided the state (zero when NotWaiting).
+	PID  int
+	Comm string
+	// Syscall is the name of the system call it is blocked in.
+	Syscall string
+}
+
+// TTYWait reports whether process group pgrp, the foreground group of the
+// terminal whose slave is ttyPath (for example "/dev/pts/3"), is blocked
+// reading that terminal.
+//
+// It looks at the group leader first; only when the leader is gone or waits
+// for a child does it scan /proc for the other members, since that costs a
+// read per process on the machine.
+func TTYWait(pgrp int, ttyPath string) (Wait, error) {
+	leader, err := Stat(pgrp)
+	leaderAlive := err == nil && leader.PGRP == pgrp && !leader.Zombie()
+	if leaderAlive {
+		w, waitsForChild := taskWait(leader, ttyPath)
+		if w.State != NotWaiting || !waitsForChild {
+			return w, nil
+		}
+	}
+	members, err := Group(pgrp)
+	if err != nil {
+		return Wait{}, err
+	}
+	best := Wait{State: NotWaiting}
+	for _, m := range members {
+		if m.PID == pgrp {
+			continue
+		}
+		w, _ := taskWait(m, ttyPath)
+		switch w.State {
+		case WaitingInput:
+			return w, nil
+		case WaitUnknown:
+			best = w
+		}
+	}
+	return best, nil
+}
+
+// taskWait checks every thread of p. waitsForChild is true when a thread is
+// blocked in wait4/waitid, so the work happens in another member.
+func taskWait(p Proc, ttyPath string) (w Wait, waitsForChild bool) {
+	base := "/proc/" + strconv.Itoa(p.PID)
+	tids, err := readDirNames(base + "/task")
+	if err != nil {
+		return Wait{State: NotWaiting}, false
+	}
+	best := Wait{State: NotWaiting}
+	for _, tid := range tids {
+		raw, err := os.ReadFile(base + "/task/" + tid + "/syscall")
+		if err != nil {
+			continue
+		}
+		call, ok := parseSyscall(raw)
+		if !ok {
+			continue // running, or not in a system call
+		}
+		kind, known := syscallKinds[call.nr]
+		if !known {
+			continue
+		}
+		var state WaitState
+		switch kind {
+		case kindRead:
+			if fdIsTTY(base, int(call.args[0]), ttyPath) {
+				state = WaitingInput
+			}
+		case kindSelect:
+			state = selectWatchesTTY(p.PID, base, call, ttyPath)
+		case kindPoll:
+			state = pollWatchesTTY(p.PID, base, call, ttyPath)
+		case kindEpoll:
+			if epollWatchesTTY(base, int(call.args[0]), ttyPath) {
+				state = WaitUnknown
+			}
+		case kindWaitChild:
+			waitsForChild = true
+		}
+		switch state {
+		case WaitingInput:
+			return Wait{State: WaitingInput, PID: p.PID, Comm: p.Comm, Syscall: syscallNames[kind]}, false
+		case WaitUnknown:
+			best = Wait{State: WaitUnknown, PID: p.PID, Comm: p.Comm, Syscall: syscallNames[kind]}
+		}
+	}
+	return best, waitsForChild
+}
+
+type syscallKind int
+
+const (
+	kindRead syscallKind = iota
+	kindSelect
+	kindPoll
+	kindEpoll
+	kindWaitChild
+)
+
+var syscallNames = map[syscallKind]string{
+	kindRead:      "read",
+	kindSelect:    "select",
+	kindPoll:      "poll",
+	kindEpoll:     "epoll_wait",
+	kindWaitChild: "wait4",
+}
+
+type syscallState struct {
+	nr   int
+	args [6]uint64
+}
+
+// parseSyscall parses /proc/PID/task/TID/syscall: "nr a0 a1 a2 a3 a4 a5 sp pc"
+// while blocked in a system call, "running", or "-1 sp pc" when blocked
+// elsewhere.
+func parseSyscall(b []byte) (syscallState, bool) {
+	fields := strings.Fields(string(b))
+	if len(fields) < 7 {
+		return syscallState{}, false
+	}
+	nr, err := strconv.Atoi(fields[0])
+	if err != nil || nr < 0 {
+		return syscallState{}, false
+	}
+	s := syscallState{nr: nr}
+	for i := 0; i < 6; i++ {
+		v, err := strconv.ParseUint(strings.TrimPrefix(fields[i+1], "0x"), 16, 64)
+		if err != nil {
+			return syscallState{}, false
+		}
+		s.args[i] = v
+	}
+	return s, true
+}
+
+func fdIsTTY(base string, fd int, ttyPath string) bool {
+	if fd < 0 {
+		return false
+	}
+	target, err := os.Readlink(base + "/fd/" + strconv.Itoa(fd))
+	return err == nil && target == ttyPath
+}
+
+// maxWatchedFDs bounds how much of a select or poll set is read.
+const maxWatchedFDs = 4096
+
+// selectWatchesTTY reads the read set of select/pselect6(nfds, readfds, ...).
+func selectWatchesTTY(pid int, base string, call syscallState, ttyPath string) WaitState {
+	nfds := int(call.args[0])
+	addr := call.args[1]
+	if nfds <= 0 || addr == 0 {
+		return NotWaiting
+	}
+	if nfds > maxWatchedFDs {
+		nfds = maxWatchedFDs
+	}
+	set, err := readMem(pid, addr, (nfds+7)/8)
+	if err != nil {
+		return WaitUnknown
+	}
+	// fd_set is an array of longs; on little-endian machines bit n of the set
+	// is bit n%8 of byte n/8.
+	for fd := 0; fd < nfds; fd++ {
+		if set[fd/8]&(1<<(fd%8)) != 0 && fdIsTTY(base, fd, ttyPath) {
+			return WaitingInput
+		}
+	}
+	return NotWaiting
+}
+
+// pollWatchesTTY reads the pollfd array of poll/ppoll(fds, nfds, ...).
+func pollWatchesTTY(pid int, base string, call syscallState, ttyPath string) WaitState {
+	addr := call.args[0]
+	nfds := int(call.args[1])
+	if nfds <= 0 || addr == 0 {
+		return NotWaiting
+	}
+	if nfds > maxWatchedFDs {
+		nfds = maxWatchedFDs
+	}
+	const pollfdSize = 8 // int fd; short events; short revents
+	raw, err := readMem(pid, addr, nfds*pollfdSize)
+	if err != nil {
+		return WaitUnknown
+	}
+	const wantsInput = 0x001 | 0x002 | 0x040 // POLLIN | POLLPRI | POLLRDNORM
+	for i := 0; i < nfds; i++ {
+		rec := raw[i*pollfdSize:]
+		fd := int32(binary.LittleEndian.Uint32(rec[0:4]))
+		events := binary.LittleEndian.Uint16(rec[4:6])
+		if fd >= 0 && events&wantsInput != 0 && fdIsTTY(base, int(fd), ttyPath) {
+			return WaitingInput
+		}
+	}
+	return NotWaiting
+}
+
+// epollWatchesTTY looks for the terminal among the targets of an epoll fd,
+// listed as "tfd: N ..." lines in /proc/PID/fdinfo/EPFD.
+func epollWatchesTTY(base string, epfd int, ttyPath string) bool {
+	f, err := os.Open(base + "/fdinfo/" + strconv.Itoa(epfd))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !bytes.HasPrefix(line, []byte("tfd:")) {
+			continue
+		}
+		fields := bytes.Fields(line)
+		if len(fields) < 2 {
+			continue
+		}
+		fd, err := strconv.Atoi(string(fields[1]))
+		if err == nil && fdIsTTY(base, fd, ttyPath) {
+			return true
+		}
+	}
+	return false
+}
+
+func readMem(pid int, addr uint64, n int) ([]byte, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/mem")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, int64(addr)); err != nil {
+		return nil, fmt.Errorf("procfs: reading %d bytes of pid %d at %#x: %w", n, pid, addr, err)
+	}
+	return buf, nil
+}
+
+func readDirNames(dir string) ([]string, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.Readdirnames(-1)
+}
