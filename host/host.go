@@ -54,7 +54,17 @@ type Host struct {
 	stopOnce sync.Once
 	stopDone chan struct{}
 	stopErr  error
+	// reaping counts agents whose processes are still being killed.
+	reaping sync.WaitGroup
 }
+
+// dispatcher runs every actor of the host on the goroutine that sends it a
+// message, instead of a new goroutine per mailbox activation: a bash call
+// then costs two goroutine wake-ups (the PTY reader's and the caller's)
+// instead of five. It is safe because no Receive of the host's actors blocks:
+// processes are killed by reapers, and PTY reads and waits run in goroutines
+// of their own. See DESIGN.md.
+var dispatcher = actor.NewSynchronizedDispatcher(300)
 
 // Start starts a host.
 func Start(opts Options) (*Host, error) {
@@ -77,7 +87,7 @@ func Start(opts Options) (*Host, error) {
 	}
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return newHostActor(h, agentOptions{cfg: cfg, dir: opts.Dir, env: opts.Env, log: log})
-	}, actor.WithGuardian(resumeGuardian))
+	}, actor.WithGuardian(resumeGuardian), actor.WithDispatcher(dispatcher))
 	pid, err := h.system.Root.SpawnNamed(props, "dsh-host-"+h.system.ProcessRegistry.NextId())
 	if err != nil {
 		if h.ownSystem {
@@ -238,6 +248,8 @@ func (h *Host) Stop(ctx context.Context) error {
 			if err := h.system.Root.StopFuture(h.pid).Wait(); err != nil {
 				h.stopErr = fmt.Errorf("host: stopping: %w", err)
 			}
+			// Every agent has terminated; their processes may still be dying.
+			h.reaping.Wait()
 			if h.ownSystem {
 				h.system.Shutdown()
 			}

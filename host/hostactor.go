@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/dsh-actors/dsh-actors/actors/agent"
 	"github.com/dsh-actors/dsh-actors/config"
+	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 	"github.com/dsh-actors/dsh-actors/supervision"
 )
 
@@ -64,6 +66,7 @@ func mustStrategy(p supervision.Policy) *supervision.Strategy {
 
 type agentEntry struct {
 	pid           *actor.PID
+	reaper        *ptyproc.Reaper
 	stopping      bool
 	stopWaiters   []*actor.PID
 	ensureWaiters []*actor.PID
@@ -132,9 +135,18 @@ func (a *hostActor) Receive(ctx actor.Context) {
 		delete(a.agents, id)
 		a.h.agents.CompareAndDelete(id, e.pid)
 		a.strategy.ChildTerminated(m.Who)
-		for _, w := range e.stopWaiters {
-			ctx.Send(w, &agentStopped{})
-		}
+		// The agent's actors are gone; its processes may still be dying.
+		// Stop waiters are answered once they are.
+		a.h.reaping.Add(1)
+		go func(root *actor.RootContext, r *ptyproc.Reaper, waiters []*actor.PID) {
+			defer a.h.reaping.Done()
+			if err := r.Wait(context.Background()); err != nil {
+				a.opts.log.Warn("host: killing an agent's processes", "agent", id, "err", err)
+			}
+			for _, w := range waiters {
+				root.Send(w, &agentStopped{})
+			}
+		}(ctx.ActorSystem().Root, e.reaper, e.stopWaiters)
 		if len(e.ensureWaiters) > 0 {
 			ans := a.spawn(ctx, id)
 			for _, w := range e.ensureWaiters {
@@ -148,17 +160,20 @@ func (a *hostActor) Receive(ctx actor.Context) {
 
 // spawn starts agent id and answers its PID, or an error.
 func (a *hostActor) spawn(ctx actor.Context, id string) any {
+	reaper := &ptyproc.Reaper{}
 	pid, err := ctx.SpawnNamed(agent.Props(agent.Options{
-		ID:     id,
-		Config: a.opts.cfg,
-		Dir:    a.opts.dir,
-		Env:    a.opts.env,
-		Logger: a.opts.log,
+		ID:         id,
+		Config:     a.opts.cfg,
+		Dir:        a.opts.dir,
+		Env:        a.opts.env,
+		Logger:     a.opts.log,
+		Reaper:     reaper,
+		Dispatcher: dispatcher,
 	}), id)
 	if err != nil {
 		return fmt.Errorf("host: starting agent %q: %w", id, err)
 	}
-	a.agents[id] = &agentEntry{pid: pid}
+	a.agents[id] = &agentEntry{pid: pid, reaper: reaper}
 	a.byPID[pid.Id] = id
 	a.h.agents.Store(id, pid)
 	return pid

@@ -43,7 +43,7 @@ func (r *replyBox) SendUserMessage(_ *actor.PID, message any) {
 }
 
 func (r *replyBox) SendSystemMessage(*actor.PID, any) {}
-func (r *replyBox) Stop(*actor.PID)                    {}
+func (r *replyBox) Stop(*actor.PID)                   {}
 
 // request sends msg to target with the box as sender and waits for the
 // reply or the context. The box is unregistered on return.

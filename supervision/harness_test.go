@@ -1,6 +1,7 @@
 package supervision_test
 
 import (
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -296,3 +297,5 @@ type strategyFunc func(system *actor.ActorSystem, sup actor.Supervisor, child *a
 func (f strategyFunc) HandleFailure(system *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason, _ any) {
 	f(system, sup, child, reason)
 }
+
+func discardLogs(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }

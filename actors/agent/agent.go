@@ -10,6 +10,7 @@ import (
 
 	"github.com/dsh-actors/dsh-actors/actors/shell"
 	"github.com/dsh-actors/dsh-actors/config"
+	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 	"github.com/dsh-actors/dsh-actors/messages"
 	"github.com/dsh-actors/dsh-actors/supervision"
 )
@@ -28,6 +29,13 @@ type Options struct {
 	Env []string
 	// Logger receives the agent's log lines; nil means slog.Default().
 	Logger *slog.Logger
+	// Reaper kills the processes of the agent's shells and terminals in the
+	// background; the agent's owner waits for it after stopping the agent.
+	// Nil means one of the agent's own.
+	Reaper *ptyproc.Reaper
+	// Dispatcher runs the agent and its children; nil means protoactor's
+	// default, a goroutine per mailbox activation.
+	Dispatcher actor.Dispatcher
 	// ShellPolicy is how the agent supervises its shell. The zero value means
 	// DefaultShellPolicy.
 	ShellPolicy *supervision.Policy
@@ -64,6 +72,9 @@ func Props(opts Options) *actor.Props {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Reaper == nil {
+		opts.Reaper = &ptyproc.Reaper{}
+	}
 	log := opts.Logger.With("agent", opts.ID)
 	policy := DefaultShellPolicy()
 	if opts.ShellPolicy != nil {
@@ -76,7 +87,16 @@ func Props(opts Options) *actor.Props {
 			panic(fmt.Sprintf("agent: invalid shell policy: %v", err))
 		}
 		return &Actor{opts: opts, log: log, strategy: strategy}
-	}, actor.WithReceiverMiddleware(supervision.LogPanics(log)))
+	}, opts.propsOptions(log)...)
+}
+
+// propsOptions are the props options the agent and its children share.
+func (o Options) propsOptions(log *slog.Logger) []actor.PropsOption {
+	opts := []actor.PropsOption{actor.WithReceiverMiddleware(supervision.LogPanics(log))}
+	if o.Dispatcher != nil {
+		opts = append(opts, actor.WithDispatcher(o.Dispatcher))
+	}
+	return opts
 }
 
 // Validate checks the options that can be wrong.
@@ -140,7 +160,8 @@ func (a *Actor) shellPID(ctx actor.Context) *actor.PID {
 			Dir:    a.opts.Dir,
 			Env:    a.opts.Env,
 			Logger: a.log,
-		}, actor.WithReceiverMiddleware(supervision.LogPanics(a.log))))
+			Reaper: a.opts.Reaper,
+		}, a.opts.propsOptions(a.log)...))
 	}
 	return a.shell
 }

@@ -39,6 +39,10 @@ type Options struct {
 	Bash string
 	// Logger receives the actor's own log lines; nil means slog.Default().
 	Logger *slog.Logger
+	// Reaper closes the shell's processes in the background when the shell
+	// is reset or stopped; whoever must know that they are gone waits for
+	// it. Nil means a Reaper of the actor's own, which nobody waits for.
+	Reaper *ptyproc.Reaper
 }
 
 // Timings of the wait proof and of the interrupt sequence.
@@ -66,6 +70,9 @@ const (
 func Props(opts Options, extra ...actor.PropsOption) *actor.Props {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.Reaper == nil {
+		opts.Reaper = &ptyproc.Reaper{}
 	}
 	k := &kept{}
 	return actor.PropsFromProducer(func() actor.Actor {
@@ -113,7 +120,6 @@ type call struct {
 	timeout  time.Duration
 	seq      uint64 // its command line's sequence number, once written
 	running  bool   // its command line was written
-	started  bool   // bash has read it (its start marker arrived)
 	fresh    bool
 	notes    []string
 	before   collector // output since the previous call
@@ -156,8 +162,9 @@ type probeTag struct {
 	n uint64
 }
 
-// Receive handles the actor's messages; it never blocks except for killing
-// the shell's processes on a reset, which takes milliseconds.
+// Receive handles the actor's messages. It never blocks: writes that the
+// terminal cannot take at once go to ptyproc's writer, and a shell that is
+// thrown away is killed by the reaper.
 func (a *Actor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
@@ -369,12 +376,6 @@ func (a *Actor) marker(ctx actor.Context, m marker) {
 		return
 	}
 	c := a.cur
-	if m.start {
-		if c != nil && c.running && m.seq == c.seq {
-			c.started = true
-		}
-		return
-	}
 	switch {
 	case c != nil && c.running && m.hasSeq && m.seq == c.seq:
 		r := Result{ExitCode: &m.status, FreshShell: c.fresh}
@@ -495,16 +496,15 @@ func (a *Actor) reset(reason ResetReason, detail string, requeue *call) {
 	panic(&ResetError{Reason: reason, Detail: detail})
 }
 
-// teardown kills the shell's whole session and stops every timer.
+// teardown stops every timer and hands the shell to the reaper, which kills
+// its whole session in the background.
 func (a *Actor) teardown() {
 	a.stopTimer(&a.probeTimer)
 	a.stopTimer(&a.callTimer)
 	a.stopTimer(&a.stepTimer)
 	a.probeN++
 	if a.proc != nil {
-		if err := a.proc.Close(); err != nil {
-			a.opts.Logger.Warn("shell: cleaning up the shell's processes", "err", err)
-		}
+		a.opts.Reaper.Close(a.proc)
 		a.proc = nil
 	}
 	a.ready = false
@@ -582,7 +582,7 @@ func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 		}
 		who := describeWaiter(p.Wait)
 		switch {
-		case c.running && c.started:
+		case c.running:
 			a.waiting = &waitingCommand{seq: c.seq, who: who}
 			r := Result{WaitingForInput: true, FreshShell: c.fresh}
 			note := fmt.Sprintf("[waiting for input: %s is blocked reading the terminal, so this call returned early with the output so far. "+

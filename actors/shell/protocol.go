@@ -23,12 +23,7 @@ import (
 //
 // A command is sent as one logical line:
 //
-//	 __dsh_<nonce>_q=<seq>;\builtin printf '\036DSH<nonce>:S<seq>\036';\eval $'<text, escaped>'
-//
-// The start marker it prints first proves that bash has read the whole line:
-// until it arrives, bash seen blocked reading the terminal may simply not
-// have been scheduled since the line was written, so no wait is concluded
-// before it.
+//	 __dsh_<nonce>_q=<seq>;\eval $'<text, escaped>'
 //
 // split into physical lines under the terminal's 4095-byte line limit with
 // backslash-newline continuations between $'...' pieces. Every byte that the
@@ -78,11 +73,13 @@ func (p protocol) initLine() []byte {
 	var b strings.Builder
 	// Leading space: nothing of ours is ever history-worthy.
 	b.WriteString(" set +H +o history; unset HISTFILE; set -o ignoreeof; ")
-	// The prompt function: options are made local and xtrace is switched
-	// off with its own trace sent nowhere, so `set -x` does not trace us.
-	fmt.Fprintf(&b, `%s() { { \builtin local -; \builtin set +x; } 2>/dev/null; `, p.fn)
-	fmt.Fprintf(&b, `\builtin local s=$1 q=${%s-}; %s=; PS1=; PS2=; `, p.seqVar, p.seqVar)
-	fmt.Fprintf(&b, `\builtin printf '\036DSH%s:%%s:%%s\036' "$q" "$s"; }; `, p.nonce)
+	// The prompt function. Under `set -x` it switches tracing off and back
+	// on after the marker. Each line it can trace names the nonce (bash
+	// traces a case statement by its unexpanded word), so stripOwnLines
+	// removes them; without -x it costs one case test.
+	fmt.Fprintf(&b, `%s() { case $-:%s in *x*) \builtin set +x -- "$1" %s; %s_x=1;; esac; `, p.fn, p.fn, p.fn, p.fn)
+	fmt.Fprintf(&b, `PS1=; PS2=; \builtin printf '\036DSH%s:%%s:%%s\036' "${%s-}" "$1"; %s=; `, p.nonce, p.seqVar, p.seqVar)
+	fmt.Fprintf(&b, `case ${%s_x-} in 1) %s_x=; \builtin set -x;; esac; }; `, p.fn, p.fn)
 	fmt.Fprintf(&b, `\builtin readonly -f %s; \builtin declare -r PROMPT_COMMAND='%s $?'`, p.fn, p.fn)
 	b.WriteString("\n")
 	return []byte(b.String())
@@ -93,7 +90,7 @@ func (p protocol) initLine() []byte {
 func (p protocol) commandLine(seq uint64, text string) []byte {
 	var b bytes.Buffer
 	b.Grow(len(text)*2 + 64)
-	fmt.Fprintf(&b, " %s=%d;\\builtin printf '\\036DSH%s:S%d\\036';\\eval $'", p.seqVar, seq, p.nonce, seq)
+	fmt.Fprintf(&b, " %s=%d;\\eval $'", p.seqVar, seq)
 	lineLen := b.Len()
 	for i := 0; i < len(text); i++ {
 		c := text[i]
@@ -117,13 +114,11 @@ func (p protocol) commandLine(seq uint64, text string) []byte {
 	return b.Bytes()
 }
 
-// marker is a parsed marker: a completion marker, or with start set, the
-// start marker of a command line.
+// marker is a parsed completion marker.
 type marker struct {
 	seq    uint64
 	hasSeq bool
 	status int
-	start  bool
 }
 
 // findMarker looks for a complete marker in b. It returns the marker, the
@@ -168,13 +163,9 @@ func (p protocol) findMarker(b []byte) (m marker, start, end, partial int, found
 	}
 }
 
-// parseMarkerBody parses "seq:status", where seq may be empty (a prompt that
-// no command line of ours asked for), or "S" seq for a start marker.
+// parseMarkerBody parses "seq:status"; seq may be empty (a prompt that no
+// command line of ours asked for).
 func parseMarkerBody(b []byte) (marker, bool) {
-	if len(b) > 1 && b[0] == 'S' {
-		seq, err := strconv.ParseUint(string(b[1:]), 10, 64)
-		return marker{seq: seq, hasSeq: true, start: err == nil}, err == nil
-	}
 	k := bytes.IndexByte(b, ':')
 	if k < 0 {
 		return marker{}, false

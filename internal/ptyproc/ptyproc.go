@@ -103,6 +103,11 @@ type Probe struct {
 	// Drained is true when every byte the program wrote before the wait was
 	// observed has been delivered before this message.
 	Drained bool
+	// InputPending is true when the terminal holds input that the program
+	// has not read yet (or Write still has bytes to send): a program seen
+	// "waiting" then has simply not been scheduled since the input arrived,
+	// and Wait.State is reported as NotWaiting.
+	InputPending bool
 	// Err is set when the state could not be read.
 	Err error
 }
@@ -115,14 +120,23 @@ type Process struct {
 	pid     int
 	ttyName string
 	master  *os.File
+	// slave is kept open so a probe can ask whether input is pending: poll
+	// on the slave first runs the kernel's pending buffer work (n_tty_poll),
+	// so its answer covers bytes written a moment ago. Holding it means the
+	// master never reads EIO while Close has not run; Exited reports the end.
+	slave   *os.File
+	slaveFD int
 	rc      syscall.RawConn
 	deliver func(any)
 
 	credits chan struct{}
 	done    chan struct{} // closed when Close starts
 	closing atomic.Bool
-	// lifeMu orders ProbeWait's wg.Add before Close's wg.Wait.
+	// lifeMu orders ProbeWait's probes.Add before Close's probes.Wait.
 	lifeMu sync.Mutex
+	// probes counts ProbeWait goroutines; Close waits for them before it
+	// closes the descriptors they use.
+	probes sync.WaitGroup
 	// readMu is held by the reader around each read and its delivery, and by
 	// ProbeWait's drain check, so a Probe is never delivered ahead of output
 	// that was read before it.
@@ -169,11 +183,12 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 		tty.Close()
 		return nil, fmt.Errorf("ptyproc: starting %s: %w", path, err)
 	}
-	tty.Close()
+	slaveFD := int(tty.Fd())
 
 	f, err := nonBlockingDup(master)
 	master.Close()
 	if err != nil {
+		tty.Close()
 		_ = procfs.KillSession(cmd.Process.Pid, killTimeout)
 		_ = cmd.Wait()
 		return nil, err
@@ -181,6 +196,7 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
+		tty.Close()
 		_ = procfs.KillSession(cmd.Process.Pid, killTimeout)
 		_ = cmd.Wait()
 		return nil, fmt.Errorf("ptyproc: %w", err)
@@ -190,6 +206,8 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 		pid:       cmd.Process.Pid,
 		ttyName:   ttyName,
 		master:    f,
+		slave:     tty,
+		slaveFD:   slaveFD,
 		rc:        rc,
 		deliver:   deliver,
 		credits:   make(chan struct{}, Credits),
@@ -459,9 +477,9 @@ func (p *Process) ProbeWait(tag any) {
 	if p.closing.Load() {
 		return
 	}
-	p.wg.Add(1)
+	p.probes.Add(1)
 	go func() {
-		defer p.wg.Done()
+		defer p.probes.Done()
 		p.send(p.probe(tag))
 	}()
 }
@@ -475,6 +493,11 @@ func (p *Process) probe(tag any) *Probe {
 	}
 	pr.Wait, pr.Err = procfs.TTYWait(pgrp, p.ttyName)
 	if pr.Err != nil || pr.Wait.State == procfs.NotWaiting {
+		return pr
+	}
+	if p.inputPending() {
+		pr.InputPending = true
+		pr.Wait = procfs.Wait{State: procfs.NotWaiting}
 		return pr
 	}
 	// The group was seen waiting. Everything it wrote before that is in the
@@ -523,6 +546,20 @@ func (p *Process) drainLocked() {
 	}
 }
 
+// inputPending reports whether input written to the terminal has not been
+// read yet: bytes still queued in Write, or readable on the slave.
+func (p *Process) inputPending() bool {
+	p.writeMu.Lock()
+	queued := len(p.writeQueue) > 0
+	p.writeMu.Unlock()
+	if queued {
+		return true
+	}
+	fds := []unix.PollFd{{Fd: int32(p.slaveFD), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0 && fds[0].Revents&unix.POLLIN != 0
+}
+
 // ExitStatus returns the program's exit status once it has exited.
 func (p *Process) ExitStatus() (ExitStatus, bool) {
 	select {
@@ -546,7 +583,8 @@ func (p *Process) Close() error {
 		killErr := procfs.KillSession(p.pid, killTimeout)
 		// The program was a member of the session, so Wait returns now.
 		<-p.exited
-		closeErr := p.master.Close()
+		p.probes.Wait()
+		closeErr := errors.Join(p.master.Close(), p.slave.Close())
 		p.wg.Wait()
 		// Buffers of chunks never released are garbage collected.
 		p.closeErr = errors.Join(killErr, closeErr)

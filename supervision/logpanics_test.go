@@ -1,0 +1,92 @@
+package supervision_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/dsh-actors/dsh-actors/supervision"
+)
+
+// logBuffer is a bytes.Buffer that a logger on an actor's goroutine and the
+// test may use at once.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+type expectedError struct{}
+
+func (expectedError) Error() string         { return "shell timed out" }
+func (expectedError) ExpectedFailure() bool { return true }
+
+// An unexpected panic is logged at Error with the stack from where it
+// began, and still reaches supervision.
+func TestLogPanicsLogsStack(t *testing.T) {
+	var logs logBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	h := newHarness(t, supervision.Policy{}, withChildProps(actor.WithReceiverMiddleware(supervision.LogPanics(logger))))
+	pid := h.spawn("worker", nil)
+
+	h.failAndExpect(pid, errors.New("kaboom"), actor.RestartDirective)
+	h.expectRestart(pid)
+
+	out := logs.String()
+	for _, want := range []string{
+		"level=ERROR", `msg="actor panicked"`, "reason=kaboom", "message=supervision_test.fail",
+		"stack=", "supervision_test.explode", "supervision_test.(*worker).Receive",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// A failure that says it is expected is logged at Info without a stack,
+// also when wrapped.
+func TestLogPanicsExpectedFailure(t *testing.T) {
+	var logs logBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	h := newHarness(t, supervision.Policy{}, withChildProps(actor.WithReceiverMiddleware(supervision.LogPanics(logger))))
+	pid := h.spawn("worker", nil)
+
+	h.failAndExpect(pid, fmt.Errorf("bash: %w", expectedError{}), actor.RestartDirective)
+	h.expectRestart(pid)
+
+	out := logs.String()
+	if !strings.Contains(out, "level=INFO") || !strings.Contains(out, "shell timed out") {
+		t.Errorf("want an Info line with the reason:\n%s", out)
+	}
+	if strings.Contains(out, "stack=") || strings.Contains(out, "level=ERROR") {
+		t.Errorf("an expected failure was logged with a stack or at Error:\n%s", out)
+	}
+}
+
+// Messages that do not panic pass through the middleware untouched.
+func TestLogPanicsQuietWithoutPanic(t *testing.T) {
+	var logs logBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	h := newHarness(t, supervision.Policy{}, withChildProps(actor.WithReceiverMiddleware(supervision.LogPanics(logger))))
+	pid := h.spawn("worker", nil)
+	h.expectAlive(pid, 1)
+	if out := logs.String(); out != "" {
+		t.Errorf("logged without a panic:\n%s", out)
+	}
+}
