@@ -62,7 +62,11 @@
 // Once [Strategy.Stopping] has been called, or [Strategy.StoppingChild] for a
 // child, every failure of the child is answered with Stop. protoactor turns
 // an actor that receives Restart while it is stopping into a restarting one,
-// which would never report its termination.
+// which never reports its termination.
+//
+// No directive rescues an actor that panics while handling *actor.Stopping
+// or *actor.Stopped: it is left half stopped and its parent never receives
+// *actor.Terminated. [LogPanics] logs such panics and does not pass them on.
 //
 // # Goroutines
 //
@@ -79,6 +83,7 @@
 // HandleFailure on the supervisor's. Decisions are published on the
 // system's event stream, whose handlers run synchronously on the publishing
 // goroutine: they and the [Strategy.OnDecision] function must not block.
-// A delayed restart is sent with the strategy's lock held, so an event
-// stream handler must not call the Strategy.
+// A delayed restart is sent with the strategy's lock held; if the child is
+// gone by then, protoactor publishes the message as a dead letter from that
+// goroutine, so a handler of dead-letter events must not call the Strategy.
 package supervision

@@ -90,7 +90,7 @@ func ExampleStrategy() {
 	pid := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &host{strategy: strategy, shell: shell}
 	}))
-	defer system.Root.StopFuture(pid).Wait()
+	defer func() { _ = system.Root.StopFuture(pid).Wait() }()
 
 	first := <-starts
 	system.Root.Send(first, "run")

@@ -16,7 +16,7 @@ func PendingRestarts(s *Strategy) int {
 	defer s.mu.Unlock()
 	n := 0
 	for _, c := range s.children {
-		if c.pending != nil {
+		if c.due != 0 {
 			n++
 		}
 	}

@@ -3,6 +3,7 @@ package supervision_test
 import (
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,9 +18,10 @@ import (
 
 // Messages a worker understands.
 type (
-	fail struct{ reason any } // panic with reason
-	quit struct{}             // stop without failing
-	ping struct{ n int }      // answer with pong
+	fail             struct{ reason any } // panic with reason
+	quit             struct{}             // stop without failing
+	ping             struct{ n int }      // answer with pong
+	failWhenStopping struct{}             // panic on Stopping from now on
 )
 
 // What a worker reports to the children's probe.
@@ -40,15 +42,29 @@ type (
 	}
 )
 
-type worker struct{ report *actor.PID }
+type worker struct {
+	report       *actor.PID
+	failStopping bool          // panic in Stopping
+	failStarts   *atomic.Int32 // while positive, Started decrements it and panics
+}
 
 func (w *worker) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
+		if w.failStarts.Add(-1) >= 0 {
+			ctx.Send(w.report, failing{ctx.Self(), time.Now()})
+			explode("failing to start")
+		}
 		ctx.Send(w.report, started{ctx.Self(), time.Now()})
 	case *actor.Restarting:
 		ctx.Send(w.report, restarting{ctx.Self()})
-	case *actor.Stopping, *actor.Stopped:
+	case *actor.Stopping:
+		if w.failStopping {
+			explode("failing to stop")
+		}
+	case *actor.Stopped:
+	case failWhenStopping:
+		w.failStopping = true
 	case fail:
 		ctx.Send(w.report, failing{ctx.Self(), time.Now()})
 		explode(msg.reason)
@@ -143,13 +159,20 @@ type harness struct {
 	reports  *testkit.Probe // from the supervisor
 	children *testkit.Probe // from the workers
 	events   <-chan *actor.SupervisorEvent
+	// failStarts is how many more times a worker's Started panics.
+	failStarts atomic.Int32
 }
+
+// defaultDispatcher runs the supervisor and its children when a test gives
+// no dispatcher; nil is protoactor's default, a goroutine per mailbox run.
+var defaultDispatcher actor.Dispatcher
 
 type option func(*harnessConfig)
 
 type harnessConfig struct {
-	childOpts []actor.PropsOption
-	clock     func() time.Time
+	childOpts  []actor.PropsOption
+	dispatcher actor.Dispatcher // for the supervisor and its children
+	clock      func() time.Time
 	// parent, if set, spawns the supervisor as its child instead of the
 	// root context, and receives its failures.
 	parent actor.SupervisorStrategy
@@ -158,7 +181,8 @@ type harnessConfig struct {
 func withChildProps(opts ...actor.PropsOption) option {
 	return func(c *harnessConfig) { c.childOpts = append(c.childOpts, opts...) }
 }
-func withClock(now func() time.Time) option { return func(c *harnessConfig) { c.clock = now } }
+func withDispatcher(d actor.Dispatcher) option { return func(c *harnessConfig) { c.dispatcher = d } }
+func withClock(now func() time.Time) option    { return func(c *harnessConfig) { c.clock = now } }
 func withParent(s actor.SupervisorStrategy) option {
 	return func(c *harnessConfig) { c.parent = s }
 }
@@ -181,12 +205,20 @@ func newHarness(t *testing.T, p supervision.Policy, opts ...option) *harness {
 	h.children = testkit.NewProbe(t, h.system)
 	h.events = testkit.SupervisorEvents(t, h.system)
 
+	if cfg.dispatcher == nil {
+		cfg.dispatcher = defaultDispatcher
+	}
+	var supOpts []actor.PropsOption
+	if cfg.dispatcher != nil {
+		supOpts = append(supOpts, actor.WithDispatcher(cfg.dispatcher))
+		cfg.childOpts = append(cfg.childOpts, actor.WithDispatcher(cfg.dispatcher))
+	}
 	workerProps := actor.PropsFromProducer(func() actor.Actor {
-		return &worker{report: h.children.PID()}
+		return &worker{report: h.children.PID(), failStarts: &h.failStarts}
 	}, cfg.childOpts...)
 	supProps := actor.PropsFromProducer(func() actor.Actor {
 		return &supervisor{strategy: strategy, child: workerProps, report: h.reports.PID(), specs: map[string]spawnChild{}}
-	})
+	}, supOpts...)
 
 	if cfg.parent == nil {
 		h.sup = h.system.Root.Spawn(supProps)

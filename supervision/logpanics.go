@@ -38,6 +38,12 @@ func isExpected(reason any) bool {
 // one); a reason that implements [Expected] and returns true is logged at
 // Info without it. Messages are logged by type only, never by content.
 //
+// A panic while handling *actor.Stopping or *actor.Stopped is logged at
+// Error with its stack and not passed on: protoactor cannot supervise it.
+// Passed on, it leaves the actor half stopped, so that its parent and
+// watchers never receive *actor.Terminated, or, if the supervisor restarts
+// it, brings the stopping actor back to life.
+//
 //	props := actor.PropsFromProducer(newShell,
 //		actor.WithReceiverMiddleware(supervision.LogPanics(logger)))
 func LogPanics(logger *slog.Logger) actor.ReceiverMiddleware {
@@ -53,11 +59,17 @@ func LogPanics(logger *slog.Logger) actor.ReceiverMiddleware {
 					slog.String("message", fmt.Sprintf("%T", env.Message)),
 					slog.Any("reason", reason),
 				}
+				// Deferred functions run on top of the panicking frames,
+				// so debug.Stack shows where the panic began.
+				switch env.Message.(type) {
+				case *actor.Stopping, *actor.Stopped:
+					attrs = append(attrs, slog.String("stack", string(debug.Stack())))
+					logger.Error("actor panicked while stopping; the stop goes on", attrs...)
+					return
+				}
 				if isExpected(reason) {
 					logger.Info("actor failed as expected", attrs...)
 				} else {
-					// Deferred functions run on top of the panicking
-					// frames, so this stack shows where the panic began.
 					attrs = append(attrs, slog.String("stack", string(debug.Stack())))
 					logger.Error("actor panicked", attrs...)
 				}

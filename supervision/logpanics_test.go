@@ -90,3 +90,23 @@ func TestLogPanicsQuietWithoutPanic(t *testing.T) {
 		t.Errorf("logged without a panic:\n%s", out)
 	}
 }
+
+// A panic in Stopping is logged and not passed on, so the stop completes
+// and the supervisor receives Terminated.
+func TestLogPanicsLetsStopComplete(t *testing.T) {
+	var logs logBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	h := newHarness(t, supervision.Policy{}, withChildProps(actor.WithReceiverMiddleware(supervision.LogPanics(logger))))
+	pid := h.spawn("worker", nil)
+	h.system.Root.Send(pid, failWhenStopping{})
+	h.expectAlive(pid, 1) // the flag is set: Stop would overtake user messages
+	h.system.Root.Send(h.sup, stopChild{pid})
+	h.expectTerminated(pid, false)
+
+	out := logs.String()
+	for _, want := range []string{"level=ERROR", "while stopping", "message=*actor.Stopping", "supervision_test.explode"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -24,6 +24,7 @@ type Strategy struct {
 	children map[childKey]*child
 	stopping bool // Stopping was called
 	hook     func(Decision)
+	tokens   uint64 // the last token given to a delayed restart
 }
 
 var _ actor.SupervisorStrategy = (*Strategy)(nil)
@@ -45,14 +46,18 @@ type child struct {
 	policy   Policy
 	failures []time.Time // restarts counted in the current period, oldest first
 	stopped  bool        // stopped on purpose or by a decision: never brought back
-	pending  *time.Timer // a delayed restart not yet sent
+	// A delayed restart: its token (zero if there is none), and its timer
+	// until it fires.
+	due   uint64
+	timer *time.Timer
 }
 
 func (c *child) cancelRestart() {
-	if c.pending != nil {
-		c.pending.Stop()
-		c.pending = nil
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
 	}
+	c.due = 0
 }
 
 // fail records a failure at now, forgets those that left the period, and
@@ -175,6 +180,12 @@ func (s *Strategy) ChildTerminated(pid *actor.PID) (respawn bool) {
 // [Strategy.OnDecision] function. The restart statistics protoactor passes
 // are not used: s keeps its own, trimmed to the period.
 func (s *Strategy) HandleFailure(system *actor.ActorSystem, supervisor actor.Supervisor, pid *actor.PID, _ *actor.RestartStatistics, reason, message any) {
+	if due, ok := reason.(*restartDue); ok {
+		if due.strategy == s && s.takeDue(pid, due.token) {
+			supervisor.RestartChildren(pid)
+		}
+		return
+	}
 	d, hook := s.decide(pid, reason)
 	system.EventStream.Publish(&actor.SupervisorEvent{Child: pid, Reason: d.Reason, Directive: d.Directive})
 	if hook != nil {
@@ -185,7 +196,7 @@ func (s *Strategy) HandleFailure(system *actor.ActorSystem, supervisor actor.Sup
 		supervisor.ResumeChildren(pid)
 	case actor.RestartDirective:
 		if d.Delay > 0 {
-			s.restartLater(supervisor, pid, d.Delay)
+			s.restartLater(system, supervisor, pid, d.Delay)
 		} else {
 			supervisor.RestartChildren(pid)
 		}
@@ -237,9 +248,23 @@ func (s *Strategy) decide(pid *actor.PID, reason any) (Decision, func(Decision))
 	return d, s.hook
 }
 
-// restartLater restarts pid after delay unless pid is stopped, terminates
-// or the supervisor stops first.
-func (s *Strategy) restartLater(supervisor actor.Supervisor, pid *actor.PID, delay time.Duration) {
+// restartDue is the reason of the *actor.Failure by which a Strategy's
+// timer tells the supervisor that a delayed restart is due. Going through
+// the supervisor's mailbox puts the restart on the supervisor's goroutine,
+// in order with the Stopping, StoppingChild and Terminated it also handles
+// there, and it lets the timer's function return without holding the
+// strategy's lock while protoactor runs the restart (a dispatcher may run
+// actors on the sending goroutine).
+type restartDue struct {
+	strategy *Strategy
+	token    uint64
+}
+
+func (r *restartDue) String() string { return "supervision: a delayed restart is due" }
+
+// restartLater restarts pid after delay unless, before the restart reaches
+// the supervisor, pid is stopped or terminates, or the supervisor stops.
+func (s *Strategy) restartLater(system *actor.ActorSystem, supervisor actor.Supervisor, pid *actor.PID, delay time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.children[keyOf(pid)]
@@ -247,19 +272,43 @@ func (s *Strategy) restartLater(supervisor actor.Supervisor, pid *actor.PID, del
 		return
 	}
 	c.cancelRestart()
-	var timer *time.Timer
-	timer = time.AfterFunc(delay, func() {
+	s.tokens++
+	token := s.tokens
+	c.due = token
+	self, _ := supervisor.(interface{ Self() *actor.PID })
+	c.timer = time.AfterFunc(delay, func() {
 		s.mu.Lock()
-		defer s.mu.Unlock()
-		if c.pending != timer {
-			return // cancelled, or the child is gone
+		fired := c.due == token && c.timer != nil
+		if fired {
+			c.timer = nil
 		}
-		c.pending = nil
-		// Sent under the lock, so that once StoppingChild or Stopping has
-		// returned no Restart can follow the Stop they precede.
-		supervisor.RestartChildren(pid)
+		s.mu.Unlock()
+		switch {
+		case !fired:
+		case self != nil && self.Self() != nil:
+			// Handled by HandleFailure on the supervisor's goroutine.
+			sup := self.Self()
+			process, _ := system.ProcessRegistry.Get(sup)
+			process.SendSystemMessage(sup, &actor.Failure{Who: pid, Reason: &restartDue{s, token}})
+		case s.takeDue(pid, token):
+			// A supervisor that is no actor, such as a guardian, which
+			// never stops.
+			supervisor.RestartChildren(pid)
+		}
 	})
-	c.pending = timer
+}
+
+// takeDue reports whether the delayed restart token of pid is still wanted,
+// and if so marks it done.
+func (s *Strategy) takeDue(pid *actor.PID, token uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.children[keyOf(pid)]
+	if !ok || c.due != token || c.stopped || s.stopping {
+		return false
+	}
+	c.due = 0
+	return true
 }
 
 // child returns what s remembers of pid, creating it if needed. s.mu is held.

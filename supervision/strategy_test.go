@@ -236,3 +236,47 @@ func TestOnDecision(t *testing.T) {
 		}
 	}
 }
+
+// With a dispatcher that runs actors on the sender's goroutine, a delayed
+// restart runs the supervisor and the child on the timer's goroutine. A child
+// that fails again in Started then hands its failure to the strategy on that
+// same goroutine, which must not be holding the strategy's lock.
+func TestDelayedRestartWithSynchronizedDispatcher(t *testing.T) {
+	h := newHarness(t, supervision.Policy{MaxRestarts: 3, Within: time.Hour, Backoff: supervision.Backoff{Min: time.Millisecond}},
+		withDispatcher(actor.NewSynchronizedDispatcher(300)))
+	pid := h.spawn("worker", nil)
+
+	h.failStarts.Store(1)
+	h.failAndExpect(pid, "boom", actor.RestartDirective)
+	testkit.Expect[restarting](t, h.children, testkit.Timeout)
+	testkit.Expect[failing](t, h.children, testkit.Timeout) // in Started
+	h.expectEvent(pid, actor.RestartDirective)
+	h.expectRestart(pid)
+	h.expectAlive(pid, 1)
+}
+
+// The tests above again, with the supervisor and its children run on the
+// sender's goroutine, as the host runs them.
+func TestWithSynchronizedDispatcher(t *testing.T) {
+	defaultDispatcher = actor.NewSynchronizedDispatcher(300)
+	t.Cleanup(func() { defaultDispatcher = nil })
+	for _, test := range []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"PermanentChildRestartsInPlace", TestPermanentChildRestartsInPlace},
+		{"PermanentChildRespawnedAfterNormalStop", TestPermanentChildRespawnedAfterNormalStop},
+		{"TransientChild", TestTransientChild},
+		{"TemporaryChild", TestTemporaryChild},
+		{"StoppingChildIsNotRespawned", TestStoppingChildIsNotRespawned},
+		{"LimitEscalates", TestLimitEscalates},
+		{"LimitStopsChild", TestLimitStopsChild},
+		{"BackoffDelaysRestart", TestBackoffDelaysRestart},
+		{"PendingRestartCancelledByStoppingChild", TestPendingRestartCancelledByStoppingChild},
+		{"PendingRestartCancelledBySupervisorStop", TestPendingRestartCancelledBySupervisorStop},
+		{"DeciderOnLiveChildren", TestDeciderOnLiveChildren},
+		{"LogPanicsLetsStopComplete", TestLogPanicsLetsStopComplete},
+	} {
+		t.Run(test.name, test.run)
+	}
+}

@@ -107,8 +107,13 @@ type Actor struct {
 	probeAt    time.Time
 	probeDelay time.Duration
 	lastOutput time.Time
-	callTimer  *time.Timer
-	stepTimer  *time.Timer
+	// outputCount counts output chunks; with confirm it makes sure two
+	// wait proofs in a row had no output between them.
+	outputCount uint64
+	confirm     procfs.Wait
+	confirmOut  uint64
+	callTimer   *time.Timer
+	stepTimer   *time.Timer
 }
 
 // call is one Run from receipt to answer.
@@ -231,6 +236,15 @@ func (a *Actor) pump(ctx actor.Context) {
 		c.notes = append(c.notes, a.kept.note)
 		a.kept.note = ""
 	}
+	if a.proc != nil {
+		// Output already written (by background jobs) belongs before this
+		// call, not in it.
+		if b := a.proc.ReadPending(); len(b) > 0 {
+			a.cur = nil
+			a.output(ctx, b)
+			a.cur = c
+		}
+	}
 	if !a.idle.empty() {
 		c.before = a.idle
 		a.idle = newCollector(a.opts.Config.MaxOutputChars)
@@ -260,6 +274,7 @@ func (a *Actor) runCommand(ctx actor.Context, c *call) {
 	c.proto = a.proto
 	a.proc.Write(a.proto.commandLine(c.seq, normalizeNewlines(c.args.Command)))
 	a.probeDelay = firstProbe
+	a.confirm = procfs.Wait{}
 	a.armProbe(firstProbe)
 }
 
@@ -324,6 +339,7 @@ func shellEnv(base []string) []string {
 // output routes program output around the markers in it.
 func (a *Actor) output(ctx actor.Context, data []byte) {
 	a.lastOutput = time.Now()
+	a.outputCount++
 	buf := data
 	if len(a.carry) > 0 {
 		buf = append(a.carry, data...)
@@ -577,9 +593,19 @@ func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 	}
 	if p.Err == nil && p.Wait.State == procfs.WaitingInput {
 		if !p.Drained {
+			a.confirm = procfs.Wait{}
 			a.armProbe(quietBeforeProbe) // output was still on its way
 			return
 		}
+		// A task preempted on its way out of a read looks like one blocked
+		// in it; a second proof, after a pause with no output, rules that
+		// out.
+		if a.confirm != p.Wait || a.confirmOut != a.outputCount {
+			a.confirm, a.confirmOut = p.Wait, a.outputCount
+			a.armProbe(quietBeforeProbe)
+			return
+		}
+		a.confirm = procfs.Wait{}
 		who := describeWaiter(p.Wait)
 		switch {
 		case c.running:
@@ -594,6 +620,7 @@ func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 			return
 		}
 	}
+	a.confirm = procfs.Wait{}
 	a.probeDelay = min(a.probeDelay*2, maxProbeInterval)
 	a.armProbe(a.probeDelay)
 }
@@ -616,6 +643,7 @@ func (a *Actor) beginInterrupt(ctx actor.Context, c *call) {
 		return
 	}
 	c.notes = append(c.notes, fmt.Sprintf("[the previous command, %s, was still waiting for input: sent it SIGINT]", w.who))
+	a.confirm = procfs.Wait{}
 	a.armStep(c)
 	a.probeDelay = firstProbe
 	a.armProbe(quietBeforeProbe)

@@ -491,13 +491,15 @@ func (p *Process) probe(tag any) *Probe {
 		pr.Err = err
 		return pr
 	}
-	pr.Wait, pr.Err = procfs.TTYWait(pgrp, p.ttyName)
-	if pr.Err != nil || pr.Wait.State == procfs.NotWaiting {
-		return pr
-	}
+	// Order matters. First: no input is pending, so whatever the group was
+	// given has been read. Then /proc: a member blocked reading the terminal
+	// now is waiting for input that has not been written yet.
 	if p.inputPending() {
 		pr.InputPending = true
-		pr.Wait = procfs.Wait{State: procfs.NotWaiting}
+		return pr
+	}
+	pr.Wait, pr.Err = procfs.TTYWait(pgrp, p.ttyName)
+	if pr.Err != nil || pr.Wait.State == procfs.NotWaiting {
 		return pr
 	}
 	// The group was seen waiting. Everything it wrote before that is in the
@@ -544,6 +546,29 @@ func (p *Process) drainLocked() {
 		}
 		p.send(&Output{Proc: p, Data: (*bufp)[:n], buf: bufp})
 	}
+}
+
+// ReadPending returns, without waiting, what the program has written and the
+// reader has not picked up yet (at most ChunkSize bytes). A caller that is
+// about to write new input uses it to attribute earlier output to the time
+// before that input. It returns nothing while the reader is delivering a
+// chunk: the caller may be running inside that very delivery (an actor on a
+// synchronized dispatcher), and the chunk arrives in order anyway.
+func (p *Process) ReadPending() []byte {
+	if !p.readMu.TryLock() {
+		return nil
+	}
+	defer p.readMu.Unlock()
+	buf := make([]byte, ChunkSize)
+	var n int
+	_ = p.control(func(fd int) error {
+		n, _ = unix.Read(fd, buf)
+		return nil
+	})
+	if n <= 0 {
+		return nil
+	}
+	return buf[:n]
 }
 
 // inputPending reports whether input written to the terminal has not been

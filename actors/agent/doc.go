@@ -1,0 +1,28 @@
+// Package agent is the agent actor: the single entry of every tool call an
+// agent makes, and the supervisor of the actors that carry them out.
+//
+// # Messages
+//
+//   - *messages.ToolCall: dispatched by tool name. The arguments are checked
+//     here; bad ones, and unknown tools, are answered at once with an error
+//     result naming what was wrong. A bash call goes to the agent's shell
+//     (spawned on first use) with the caller as sender, so the shell answers
+//     the caller directly.
+//   - *messages.CancelCall: passed to the children that may hold the call.
+//   - *actor.Terminated: a child is gone; a shell is spawned afresh on the
+//     next call.
+//
+// Any other message is logged as unexpected.
+//
+// # Supervision
+//
+// The agent implements actor.SupervisorStrategy through a
+// supervision.Strategy. Its shell is Transient and is restarted after every
+// reset (DefaultShellPolicy); a shell that resets more than 100 times in 10 s
+// escalates to the agent's own supervisor, the host.
+//
+// # Goroutines
+//
+// None of its own. The processes of its children are killed by the Reaper in
+// Options, which the agent's owner waits for after stopping it.
+package agent

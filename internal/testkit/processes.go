@@ -1,0 +1,134 @@
+package testkit
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dsh-actors/dsh-actors/internal/procfs"
+)
+
+// ProcessMark returns an environment entry ("DSH_TEST_MARK=<random>") to
+// give to every process a test starts, and registers a t.Cleanup check,
+// run after the cleanups registered later (so after the host under test has
+// stopped), that fails the test if any live process still carries the mark.
+// Processes inherit the entry from the shell that started them, so jobs
+// that escaped with nohup, disown or a trapped SIGHUP are found too.
+//
+// The check waits (on pidfds, up to Timeout) for marked processes that are
+// still dying: a SIGKILLed process lingers a moment before it is gone.
+func ProcessMark(t testing.TB) string {
+	t.Helper()
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	entry := "DSH_TEST_MARK=" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		if left := waitGone(MarkedProcesses(entry), Timeout); len(left) > 0 {
+			t.Errorf("testkit: %d process(es) survived the test: %s", len(left), strings.Join(left, "; "))
+		}
+	})
+	return entry
+}
+
+// waitGone waits until each listed process ("pid comm") has exited, using
+// pidfds, and returns those still alive at the deadline.
+func waitGone(procs []string, timeout time.Duration) []string {
+	var left []string
+	deadline := time.Now().Add(timeout)
+	for _, p := range procs {
+		pid, _ := strconv.Atoi(strings.Fields(p)[0])
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue // already gone
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		ms := int(time.Until(deadline) / time.Millisecond)
+		n, _ := unix.Poll(fds, max(ms, 0))
+		unix.Close(fd)
+		if n <= 0 {
+			left = append(left, p)
+		}
+	}
+	return left
+}
+
+// MarkedProcesses lists the live processes (not zombies) whose environment
+// holds entry, as "pid comm" strings.
+func MarkedProcesses(entry string) []string {
+	d, err := os.ReadDir("/proc")
+	if err != nil {
+		return []string{"reading /proc: " + err.Error()}
+	}
+	needle := append([]byte(entry), 0)
+	var out []string
+	for _, e := range d {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !bytes.Contains(append(env, 0), needle) {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone
+		}
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X') {
+			continue
+		}
+		comm, _ := os.ReadFile("/proc/" + e.Name() + "/comm")
+		out = append(out, fmt.Sprintf("%d %s", pid, bytes.TrimSpace(comm)))
+	}
+	return out
+}
+
+// TerminalFDs returns how many pseudo-terminal descriptors (masters and
+// slaves) the test process has open: the descriptors this project opens and
+// must close. Other descriptors come and go with the Go runtime and os/exec
+// (the poller, pidfds) and say nothing about a leak of ours.
+func TerminalFDs(t testing.TB) int {
+	t.Helper()
+	d, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range d {
+		target, err := os.Readlink("/proc/self/fd/" + e.Name())
+		if err == nil && (target == "/dev/ptmx" || strings.HasPrefix(target, "/dev/pts/")) {
+			n++
+		}
+	}
+	return n
+}
+
+// SessionGone fails the test unless every process of session sid is gone
+// within Timeout. It only watches: it kills nothing.
+func SessionGone(t testing.TB, sid int) {
+	t.Helper()
+	members, err := procfs.Session(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, len(members))
+	for i, m := range members {
+		names[i] = fmt.Sprintf("%d %s", m.PID, m.Comm)
+	}
+	if left := waitGone(names, Timeout); len(left) > 0 {
+		t.Fatalf("session %d: %d process(es) still alive: %s", sid, len(left), strings.Join(left, "; "))
+	}
+	if again, _ := procfs.Session(sid); len(again) > 0 {
+		t.Fatalf("session %d: %d process(es) still alive: %v", sid, len(again), again)
+	}
+}
