@@ -5,12 +5,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/goleak"
 
 	"github.com/dsh-actors/dsh-actors/actors/shell"
 	"github.com/dsh-actors/dsh-actors/host"
+	"github.com/dsh-actors/dsh-actors/internal/testkit"
 	"github.com/dsh-actors/dsh-actors/messages"
 )
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, testkit.LeakOptions()...)
+}
+
+// The floor and the full path, one call at a time. `dsh-actors bench shell`
+// interleaves them for a fair ratio; these are for profiling.
 
 func BenchmarkFloorEcho(b *testing.B) {
 	f, err := startFloor()
@@ -64,5 +72,3 @@ func BenchmarkHostEcho(b *testing.B) {
 		}
 	}
 }
-
-var _ = actor.NewPID

@@ -1,9 +1,10 @@
 // Package supervision gives protoactor actors OTP-style supervision: restart
 // types, a restart intensity within a period, backoff between restarts, and
 // escalation past the limit. It is built on protoactor's public
-// [actor.SupervisorStrategy] interface; protoactor's own one-for-one strategy
-// stops a child past its limit instead of escalating, and never forgets old
-// failures.
+// [actor.SupervisorStrategy] interface. (protoactor's own one-for-one
+// strategy stops a child past its limit instead of escalating, has no
+// restart types and no backoff, and its statistics keep every failure time
+// until the limit is reached.)
 //
 // # How the restart types map onto protoactor
 //
@@ -20,16 +21,17 @@
 //     and only the parent can spawn a replacement. [Strategy.ChildTerminated]
 //     says whether to: yes for a Permanent child the supervisor did not stop
 //     itself, no otherwise.
-//   - More than MaxRestarts restarts within the period Within: the child is
-//     stopped, and with [Escalate] the supervisor fails too, so that its own
-//     supervisor decides (OTP's default); with [StopChild] the supervisor
-//     carries on without the child.
+//   - A failure that would make more than MaxRestarts restarts within the
+//     period Within stops the child, and with [Escalate] the supervisor
+//     fails too, so that its own supervisor decides (OTP's default); with
+//     [StopChild] the supervisor carries on without the child.
 //
 // # Using a Strategy
 //
 // A supervisor actor owns a Strategy and implements
-// [actor.SupervisorStrategy] by delegating to it; protoactor then hands it
-// its children's failures. It tells the strategy about stops:
+// [actor.SupervisorStrategy] by passing every failure to it; protoactor then
+// hands it its children's failures (and the Strategy's own delayed restarts,
+// which come back as failures). It tells the strategy about stops:
 //
 //	type host struct{ strategy *supervision.Strategy }
 //
@@ -71,19 +73,23 @@
 // # Goroutines
 //
 // A Strategy starts no goroutine of its own. A restart delayed by a backoff
-// is a [time.AfterFunc] timer, which is not a goroutine until it fires; its
-// function then sends the Restart system message and returns at once. The
-// timer is stopped when the child terminates ([Strategy.ChildTerminated]), is
-// stopped on purpose ([Strategy.StoppingChild]) or the supervisor goes down
-// ([Strategy.Stopping]); a timer that fires after that sends nothing.
+// is a [time.AfterFunc] timer, which is not a goroutine until it fires. Its
+// function sends the supervisor a system message and returns; the
+// supervisor then sends the Restart from its own goroutine, in order with
+// the stops it handles there. (A dispatcher that runs actors on the sending
+// goroutine, such as protoactor's synchronized one, runs that work on the
+// timer's goroutine before its function returns.) The timer is stopped when
+// the child terminates ([Strategy.ChildTerminated]), is stopped on purpose
+// ([Strategy.StoppingChild]) or the supervisor goes down
+// ([Strategy.Stopping]); a restart that comes due after that is dropped.
 //
 // # Concurrency
 //
-// A Strategy's methods may be called from any goroutine; protoactor calls
-// HandleFailure on the supervisor's. Decisions are published on the
-// system's event stream, whose handlers run synchronously on the publishing
-// goroutine: they and the [Strategy.OnDecision] function must not block.
-// A delayed restart is sent with the strategy's lock held; if the child is
-// gone by then, protoactor publishes the message as a dead letter from that
-// goroutine, so a handler of dead-letter events must not call the Strategy.
+// A Strategy's methods may be called from any goroutine, and no lock is
+// held while protoactor or a caller's function runs. Stopping, StoppingChild
+// and ChildTerminated order correctly with delayed restarts when they are
+// called from the supervisor's Receive, as above. Decisions are published on
+// the system's event stream, whose handlers run synchronously on the
+// supervisor's goroutine, as does the [Strategy.OnDecision] function: they
+// must not block.
 package supervision

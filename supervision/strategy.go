@@ -15,7 +15,8 @@ import (
 //
 // A Strategy belongs to one incarnation of one supervisor: create it with
 // the actor instance, not once for all its restarts. Its methods are safe
-// for concurrent use.
+// for concurrent use; see the package documentation for the order in which
+// a supervisor calls them.
 type Strategy struct {
 	now func() time.Time // time.Now, except in tests
 
@@ -80,9 +81,10 @@ type Decision struct {
 	Child     *actor.PID
 	Reason    any             // the value the child panicked with
 	Directive actor.Directive // what was done: Resume, Restart, Stop or Escalate
-	// Failures is the number of failures of the child counted in the
-	// current period, this one included, when the decider asked for a
-	// restart; zero otherwise.
+	// Failures is the number of the child's failures counted in the
+	// current period, this one included, for a failure that counts toward
+	// the limit (the decider said Restart and the child is not Temporary);
+	// zero otherwise.
 	Failures int
 	// Delay is how long the restart waits for the backoff; zero otherwise.
 	Delay time.Duration
@@ -179,6 +181,11 @@ func (s *Strategy) ChildTerminated(pid *actor.PID) (respawn bool) {
 // event stream, as protoactor's own strategies do, and passed to the
 // [Strategy.OnDecision] function. The restart statistics protoactor passes
 // are not used: s keeps its own, trimmed to the period.
+//
+// When a backoff delay ends, s sends the supervisor an *actor.Failure of its
+// own making, which protoactor hands back to HandleFailure on the
+// supervisor's goroutine; the restart is sent from there. A supervisor must
+// therefore pass every failure it receives to s, as a plain delegation does.
 func (s *Strategy) HandleFailure(system *actor.ActorSystem, supervisor actor.Supervisor, pid *actor.PID, _ *actor.RestartStatistics, reason, message any) {
 	if due, ok := reason.(*restartDue); ok {
 		if due.strategy == s && s.takeDue(pid, due.token) {
@@ -236,8 +243,9 @@ func (s *Strategy) decide(pid *actor.PID, reason any) (Decision, func(Decision))
 		d.Directive = actor.EscalateDirective
 	}
 	if s.stopping || c.stopped {
-		// Going down already: restarting or escalating now would turn a
-		// stop into a restart (see the package documentation).
+		// Going down already. Restarting the child, or escalating so
+		// that our own supervisor restarts us, would turn a stop into a
+		// restart (see the package documentation).
 		d.Directive, d.Failures, d.Delay = actor.StopDirective, 0, 0
 	}
 	if d.Directive == actor.StopDirective || d.Directive == actor.EscalateDirective {
@@ -275,7 +283,10 @@ func (s *Strategy) restartLater(system *actor.ActorSystem, supervisor actor.Supe
 	s.tokens++
 	token := s.tokens
 	c.due = token
-	self, _ := supervisor.(interface{ Self() *actor.PID })
+	var self *actor.PID // nil for a supervisor that is no actor
+	if a, ok := supervisor.(interface{ Self() *actor.PID }); ok {
+		self = a.Self()
+	}
 	c.timer = time.AfterFunc(delay, func() {
 		s.mu.Lock()
 		fired := c.due == token && c.timer != nil
@@ -285,11 +296,10 @@ func (s *Strategy) restartLater(system *actor.ActorSystem, supervisor actor.Supe
 		s.mu.Unlock()
 		switch {
 		case !fired:
-		case self != nil && self.Self() != nil:
+		case self != nil:
 			// Handled by HandleFailure on the supervisor's goroutine.
-			sup := self.Self()
-			process, _ := system.ProcessRegistry.Get(sup)
-			process.SendSystemMessage(sup, &actor.Failure{Who: pid, Reason: &restartDue{s, token}})
+			process, _ := system.ProcessRegistry.Get(self)
+			process.SendSystemMessage(self, &actor.Failure{Who: pid, Reason: &restartDue{s, token}})
 		case s.takeDue(pid, token):
 			// A supervisor that is no actor, such as a guardian, which
 			// never stops.

@@ -129,6 +129,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		if a.shell != nil {
 			ctx.Send(a.shell, &shell.Cancel{CallID: m.CallId})
 		}
+	case *crash:
+		panic(m.reason)
 	case *actor.Terminated:
 		if a.shell != nil && m.Who.Equal(a.shell) {
 			a.shell = nil
@@ -165,6 +167,11 @@ func (a *Actor) shellPID(ctx actor.Context) *actor.PID {
 	}
 	return a.shell
 }
+
+// crash makes the agent fail with reason. Only tests send it, to prove on a
+// real actor system that a failure is logged with its stack, supervised, and
+// contained.
+type crash struct{ reason any }
 
 // Tool describes one tool an agent offers.
 type Tool struct {

@@ -367,7 +367,7 @@ func TestNoProcessSurvivesAReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	// StopAgent returns only when the processes are gone: look right away.
-	if left, _ := procfs.Session(sid); len(left) > 0 {
+	if left, err := procfs.Session(sid); err != nil || len(left) > 0 {
 		t.Fatalf("after StopAgent: %v", left)
 	}
 }

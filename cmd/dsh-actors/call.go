@@ -89,7 +89,7 @@ func runCall(ctx context.Context, h *host.Host, in io.Reader, out io.Writer) err
 
 	rd := bufio.NewReaderSize(in, 64<<10)
 	for n := 1; ; n++ {
-		raw, tooLong, err := readLine(rd)
+		raw, tooLong, err := readLine(rd, maxCallLine)
 		if tooLong {
 			lw.write(resultLine{Line: n, Text: fmt.Sprintf("call: line %d is longer than %d bytes", n, maxCallLine), IsError: true})
 		} else if len(bytes.TrimSpace(raw)) > 0 {
@@ -120,13 +120,13 @@ func runCall(ctx context.Context, h *host.Host, in io.Reader, out io.Writer) err
 	}
 }
 
-// readLine reads one line without its line ending. A line longer than
-// maxCallLine is consumed whole and reported as tooLong.
-func readLine(rd *bufio.Reader) (line []byte, tooLong bool, err error) {
+// readLine reads one line without its line ending. A line longer than limit
+// is consumed whole and reported as tooLong.
+func readLine(rd *bufio.Reader, limit int) (line []byte, tooLong bool, err error) {
 	for {
 		chunk, err := rd.ReadSlice('\n')
 		if !tooLong {
-			if len(line)+len(chunk) > maxCallLine {
+			if len(line)+len(chunk) > limit {
 				tooLong, line = true, nil
 			} else {
 				line = append(line, chunk...)

@@ -97,13 +97,23 @@ func List() ([]Proc, error) {
 	return procs, nil
 }
 
+// ErrBadID is returned for a session or group id that cannot be one of ours:
+// 0 would match kernel threads and 1 is init's.
+var ErrBadID = errors.New("procfs: session and group ids must be greater than 1")
+
 // Session returns the live (not zombie) members of session sid.
 func Session(sid int) ([]Proc, error) {
+	if sid <= 1 {
+		return nil, fmt.Errorf("%w (got %d)", ErrBadID, sid)
+	}
 	return filter(func(p Proc) bool { return p.Session == sid && !p.Zombie() })
 }
 
 // Group returns the live members of process group pgrp.
 func Group(pgrp int) ([]Proc, error) {
+	if pgrp <= 1 {
+		return nil, fmt.Errorf("%w (got %d)", ErrBadID, pgrp)
+	}
 	return filter(func(p Proc) bool { return p.PGRP == pgrp && !p.Zombie() })
 }
 

@@ -18,9 +18,10 @@ const bufferSize = 1024
 // so a test can send it messages from the actors under test and wait for
 // them with [Expect].
 //
-// The probe's own lifecycle is not forwarded: its first *actor.Started is
-// swallowed. Lifecycle messages that other actors send it (an actor under test
-// may forward its ctx.Message()) are forwarded like any other message.
+// The probe's own *actor.Started is not forwarded (its own Stopping and
+// Stopped come at cleanup, when nobody reads any more). Lifecycle messages
+// that other actors send it, such as an actor under test forwarding its
+// ctx.Message(), are forwarded like any other message.
 type Probe struct {
 	pid      *actor.PID
 	messages chan any

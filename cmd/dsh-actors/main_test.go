@@ -1,0 +1,234 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/dsh-actors/dsh-actors/host"
+	"github.com/dsh-actors/dsh-actors/internal/testkit"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, testkit.LeakOptions()...)
+}
+
+func newHost(t *testing.T) *host.Host {
+	t.Helper()
+	h, err := host.Start(host.Options{
+		Env:    append(os.Environ(), testkit.ProcessMark(t)),
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
+		defer cancel()
+		if err := h.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return h
+}
+
+// runLines feeds input to `call` and returns the result lines by input line.
+func runLines(t *testing.T, input string) map[int]resultLine {
+	t.Helper()
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
+	defer cancel()
+	if err := runCall(ctx, newHost(t), strings.NewReader(input), &out); err != nil {
+		t.Fatal(err)
+	}
+	results := map[int]resultLine{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var r resultLine
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("output line %q: %v", line, err)
+		}
+		if _, dup := results[r.Line]; dup {
+			t.Fatalf("two results for input line %d", r.Line)
+		}
+		results[r.Line] = r
+	}
+	return results
+}
+
+func TestCallRunsEachLineAndKeepsShellsPerAgent(t *testing.T) {
+	in := `{"agent":"a1","tool":"bash","args":{"command":"cd /tmp; X=1"},"id":1}
+{"agent":"a2","tool":"bash","args":{"command":"echo \"[${X-}]\"; pwd"},"id":"two"}
+{"agent":"a1","tool":"bash","args":{"command":"echo \"[$X]\"; pwd","timeout_ms":5000}}
+`
+	res := runLines(t, in)
+	if len(res) != 3 {
+		t.Fatalf("%d results", len(res))
+	}
+	if r := res[3]; r.Text != "[1]\n/tmp\n" || r.IsError || r.Agent != "a1" || r.Tool != "bash" || r.ID != nil {
+		t.Fatalf("line 3: %+v", r)
+	}
+	if r := res[2]; strings.HasPrefix(r.Text, "[1]") || string(r.ID) != `"two"` {
+		t.Fatalf("line 2 sees a1's shell: %+v", r)
+	}
+	if r := res[1]; string(r.ID) != "1" || string(r.Data) != `{"exit_code":0,"fresh_shell":true}` {
+		t.Fatalf("line 1: %+v %s", r, r.Data)
+	}
+}
+
+// Bad lines get an error line naming the problem and the run goes on.
+func TestCallReportsBadLinesAndGoesOn(t *testing.T) {
+	in := strings.Join([]string{
+		`{"agent":"a1","tool":"bash","args":{"command":"echo one"}}`,
+		`this is not json`,
+		`{"agent":"a1","tool":"teleport","args":{}}`,
+		`{"tool":"bash","args":{"command":"ls"}}`,
+		`{"agent":"a 1","tool":"bash","args":{"command":"ls"}}`,
+		`{"agent":"a1","tool":"bash","args":{"command":"ls"},"extra":1}`,
+		`{"agent":"a1","tool":"bash","args":{"cmd":"ls"}}`,
+		``,
+		`{"agent":"a1","tool":"bash","args":{"command":"echo last"}}`,
+	}, "\n")
+	res := runLines(t, in)
+	want := map[int]string{
+		2: "not a JSON call object",
+		3: `unknown tool "teleport"`,
+		4: `"agent" is missing`,
+		5: "agent id",
+		6: `unknown field "extra"`,
+		7: `unknown field "cmd"`,
+	}
+	for line, text := range want {
+		r, ok := res[line]
+		if !ok || !r.IsError || !strings.Contains(r.Text, text) {
+			t.Errorf("line %d: %+v, want an error mentioning %q", line, r, text)
+		}
+	}
+	if res[1].Text != "one\n" || res[9].Text != "last\n" || len(res) != 8 {
+		t.Fatalf("good lines: %+v / %+v (%d results)", res[1], res[9], len(res))
+	}
+}
+
+// Calls of one agent run in input order, even when other agents' calls are
+// interleaved with them.
+func TestCallKeepsTheOrderOfOneAgent(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "order")
+	var in strings.Builder
+	for i := 0; i < 30; i++ {
+		fmt.Fprintf(&in, `{"agent":"a1","tool":"bash","args":{"command":"echo %d >> %s"}}`+"\n", i, file)
+		fmt.Fprintf(&in, `{"agent":"b%d","tool":"bash","args":{"command":"true"}}`+"\n", i%3)
+	}
+	res := runLines(t, in.String())
+	if len(res) != 60 {
+		t.Fatalf("%d results", len(res))
+	}
+	got, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	for i := 0; i < 30; i++ {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	if string(got) != want.String() {
+		t.Fatalf("order:\n%s", got)
+	}
+}
+
+func TestReadLineBoundsLongLines(t *testing.T) {
+	rd := bufio.NewReaderSize(strings.NewReader(strings.Repeat("x", 100)+"\nshort\nlast"), 16)
+	line, tooLong, err := readLine(rd, 50)
+	if !tooLong || line != nil || err != nil {
+		t.Fatalf("long line: %q %v %v", line, tooLong, err)
+	}
+	line, tooLong, err = readLine(rd, 50)
+	if string(line) != "short" || tooLong || err != nil {
+		t.Fatalf("next line: %q %v %v", line, tooLong, err)
+	}
+	line, _, err = readLine(rd, 50)
+	if string(line) != "last" || err != io.EOF {
+		t.Fatalf("last line: %q %v", line, err)
+	}
+}
+
+func TestCommandLineErrors(t *testing.T) {
+	var stderr bytes.Buffer
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "Commands:"},
+		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{[]string{"bench"}, 2, `"bench shell"`},
+		{[]string{"bench", "shell", "--iterations", "0"}, 2, "--iterations is 0"},
+		{[]string{"call", "--config", "/nonexistent.yaml"}, 1, "/nonexistent.yaml"},
+		{[]string{"call", "stray"}, 2, `unexpected argument "stray"`},
+	}
+	for _, c := range cases {
+		stderr.Reset()
+		if code := run(c.args, strings.NewReader(""), io.Discard, &stderr); code != c.code || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, stderr.String(), c.code, c.want)
+		}
+	}
+	var stdout bytes.Buffer
+	if code := run([]string{"help"}, nil, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "bench shell") {
+		t.Fatalf("help: %d %q", code, stdout.String())
+	}
+}
+
+func TestCallCommandEndToEnd(t *testing.T) {
+	in := `{"agent":"a","tool":"bash","args":{"command":"echo hi"},"id":7}` + "\n"
+	var out, stderr bytes.Buffer
+	if code := run([]string{"call"}, strings.NewReader(in), &out, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if want := `{"id":7,"line":1,"agent":"a","tool":"bash","text":"hi\n","isError":false,"data":{"exit_code":0,"fresh_shell":true}}` + "\n"; out.String() != want {
+		t.Fatalf("got  %s\nwant %s", out.String(), want)
+	}
+}
+
+// The benchmark runs end to end and reports every scenario; its figures are
+// not judged here (speed is never asserted in a test).
+func TestBenchShellJSON(t *testing.T) {
+	var out, stderr bytes.Buffer
+	code := run([]string{"bench", "shell", "--json", "--iterations", "3", "--spawn-iterations", "2", "--agents", "3", "--calls", "2"}, nil, &out, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var rep struct {
+		Scenarios []struct {
+			Name       string  `json:"name"`
+			P50        float64 `json:"p50_us"`
+			P99        float64 `json:"p99_us"`
+			FloorP50   float64 `json:"floor_p50_us"`
+			RatioP50   float64 `json:"ratio_p50"`
+			SampleSize int     `json:"samples"`
+		} `json:"scenarios"`
+		Agents      int     `json:"agents"`
+		CallsPerSec float64 `json:"calls_per_sec"`
+		Errors      int     `json:"errors"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	names := []string{}
+	for _, s := range rep.Scenarios {
+		names = append(names, s.Name)
+		if s.P50 <= 0 || s.FloorP50 <= 0 || s.RatioP50 <= 0 || s.P99 < s.P50 {
+			t.Errorf("scenario %+v", s)
+		}
+	}
+	if strings.Join(names, ",") != "spawn_init_echo,echo,pwd" || rep.Agents != 3 || rep.CallsPerSec <= 0 || rep.Errors != 0 {
+		t.Fatalf("report %+v", rep)
+	}
+}

@@ -1,0 +1,205 @@
+package host_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/dsh-actors/dsh-actors/actors/shell"
+	"github.com/dsh-actors/dsh-actors/config"
+	"github.com/dsh-actors/dsh-actors/host"
+	"github.com/dsh-actors/dsh-actors/internal/procfs"
+	"github.com/dsh-actors/dsh-actors/internal/testkit"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, testkit.LeakOptions()...)
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func start(t *testing.T, opts host.Options) *host.Host {
+	t.Helper()
+	opts.Env = append(os.Environ(), testkit.ProcessMark(t))
+	h, err := host.Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := h.Stop(ctxT(t)); err != nil {
+			t.Error(err)
+		}
+	})
+	return h
+}
+
+// lastInt parses the last line of text (job-control notices may come first).
+func lastInt(t *testing.T, text string) int {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	n, err := strconv.Atoi(lines[len(lines)-1])
+	if err != nil || n <= 1 {
+		t.Fatalf("no pid at the end of %q", text)
+	}
+	return n
+}
+
+func TestStopEndsEveryProcessAndLaterCallsFail(t *testing.T) {
+	h := start(t, host.Options{})
+	var sids []int
+	for _, id := range []string{"a", "b", "c"} {
+		res, err := h.Bash(ctxT(t), id, shell.Args{Command: "nohup sleep 1000 >/dev/null 2>&1 & echo $$"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sids = append(sids, lastInt(t, res.Text))
+	}
+	if err := h.Stop(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	// Stop returns when every process is gone: look right away.
+	for _, sid := range sids {
+		if left, err := procfs.Session(sid); err != nil || len(left) > 0 {
+			t.Fatalf("session %d survived Stop: %v", sid, left)
+		}
+	}
+	if _, err := h.Bash(ctxT(t), "a", shell.Args{Command: "true"}); !errors.Is(err, host.ErrStopped) {
+		t.Fatalf("call after Stop: %v", err)
+	}
+	if err := h.Stop(ctxT(t)); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+}
+
+// A host can run on an actor system the program already has; stopping the
+// host leaves that system running.
+func TestRunsOnTheEmbeddersActorSystem(t *testing.T) {
+	system := testkit.NewSystem(t)
+	h := start(t, host.Options{System: system})
+	if h.System() != system {
+		t.Fatal("the host made a system of its own")
+	}
+	res, err := h.Bash(ctxT(t), "a", shell.Args{Command: "echo embedded"})
+	if err != nil || res.Text != "embedded\n" {
+		t.Fatalf("%q %v", res.Text, err)
+	}
+	if err := h.Stop(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if system.IsStopped() {
+		t.Fatal("stopping the host shut the embedder's system down")
+	}
+	probe := testkit.NewProbe(t, system)
+	system.Root.Send(probe.PID(), "still here")
+	if got := testkit.Expect[string](t, probe, testkit.Timeout); got != "still here" {
+		t.Fatal(got)
+	}
+	// A second host on the same system gets its own actor names.
+	h2 := start(t, host.Options{System: system})
+	if _, err := h2.Bash(ctxT(t), "a", shell.Args{Command: "true"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStopAgentKillsItsProcessesAndTheIDCanBeUsedAgain(t *testing.T) {
+	h := start(t, host.Options{})
+	res, err := h.Bash(ctxT(t), "a", shell.Args{Command: "export X=1; sleep 1000 & disown; echo $$"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := lastInt(t, res.Text)
+	if err := h.StopAgent(ctxT(t), "a"); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := procfs.Session(sid); err != nil || len(left) > 0 {
+		t.Fatalf("session %d survived StopAgent: %v", sid, left)
+	}
+	if err := h.StopAgent(ctxT(t), "a"); err != nil {
+		t.Fatalf("stopping an agent that does not run: %v", err)
+	}
+	res, err = h.Bash(ctxT(t), "a", shell.Args{Command: `echo "[${X-}]"`})
+	if err != nil || res.Text != "[]\n" || !res.FreshShell {
+		t.Fatalf("%q %v", res.Text, err)
+	}
+	if ids := h.Agents(); len(ids) != 1 || ids[0] != "a" {
+		t.Fatalf("agents %v", ids)
+	}
+}
+
+func TestGenericCallCarriesTextErrorFlagAndData(t *testing.T) {
+	h := start(t, host.Options{})
+	r, err := h.Call(ctxT(t), "a", "bash", json.RawMessage(`{"command":"echo hi; exit_=3; false"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data map[string]any
+	if err := json.Unmarshal(r.Data, &data); err != nil {
+		t.Fatal(err)
+	}
+	if r.Text != "hi\n[exit code: 1]" || r.IsError || data["exit_code"] != float64(1) || r.Tool != "bash" || r.CallId == "" {
+		t.Fatalf("%+v %v", r, data)
+	}
+	r, err = h.Call(ctxT(t), "a", "nope", json.RawMessage(`{}`))
+	if err != nil || !r.IsError || !strings.Contains(r.Text, `unknown tool "nope"`) {
+		t.Fatalf("%+v %v", r, err)
+	}
+	tools := h.Tools()
+	if len(tools) != 1 || tools[0].Name != "bash" || tools[0].Description != shell.DefaultDescription {
+		t.Fatalf("%+v", tools)
+	}
+}
+
+func TestAgentIDsAreValidated(t *testing.T) {
+	h := start(t, host.Options{})
+	for _, id := range []string{"", "a/b", "has space", "-lead", strings.Repeat("x", 129), "ünï"} {
+		if _, err := h.Agent(ctxT(t), id); err == nil || !strings.Contains(err.Error(), "agent id") {
+			t.Errorf("id %q: %v", id, err)
+		}
+	}
+	for _, id := range []string{"a", "agent-1", "team.b_c:d@e", strings.Repeat("x", 128)} {
+		if err := host.ValidateAgentID(id); err != nil {
+			t.Errorf("id %q: %v", id, err)
+		}
+	}
+	a, err := h.Agent(ctxT(t), "ok-1")
+	if err != nil || a.ID() != "ok-1" {
+		t.Fatal(err)
+	}
+	res, err := a.Bash(ctxT(t), shell.Args{Command: "echo via handle"})
+	if err != nil || res.Text != "via handle\n" {
+		t.Fatalf("%q %v", res.Text, err)
+	}
+}
+
+func TestInvalidConfigIsRefused(t *testing.T) {
+	cfg := host.Options{}
+	bad := config.Default()
+	bad.Bash.TimeoutMs = 0
+	cfg.Config = &bad
+	if _, err := host.Start(cfg); err == nil || !strings.Contains(err.Error(), "bash.timeoutMs") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestCancelledContextEndsTheCall(t *testing.T) {
+	h := start(t, host.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := h.Bash(ctx, "a", shell.Args{Command: "sleep 1000"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v", err)
+	}
+	res, err := h.Bash(ctxT(t), "a", shell.Args{Command: "echo after"})
+	if err != nil || !strings.HasSuffix(res.Text, "after\n") {
+		t.Fatalf("%q %v", res.Text, err)
+	}
+}
