@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/actors/shell"
 	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/host"
+	"github.com/dsh-actors/dsh-actors/internal/hosttest"
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
 )
@@ -22,25 +22,11 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, testkit.LeakOptions()...)
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return hosttest.Context(t) }
 
 func start(t *testing.T, opts host.Options) *host.Host {
 	t.Helper()
-	opts.Env = append(os.Environ(), testkit.ProcessMark(t))
-	h, err := host.Start(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := h.Stop(ctxT(t)); err != nil {
-			t.Error(err)
-		}
-	})
-	return h
+	return hosttest.Start(t, nil, opts)
 }
 
 // lastInt parses the last line of text (job-control notices may come first).

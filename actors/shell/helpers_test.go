@@ -3,8 +3,6 @@ package shell_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +16,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/actors/shell"
 	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/host"
+	"github.com/dsh-actors/dsh-actors/internal/hosttest"
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
 )
 
@@ -25,38 +24,11 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, testkit.LeakOptions()...)
 }
 
-// newHost starts a host for one test. When the test ends it stops the host,
-// then checks that no process the test started survives and that the test
-// process has as many terminal descriptors open as before.
+// newHost starts a host for one test; see hosttest.Start for what is
+// checked when the test ends.
 func newHost(t *testing.T, tweak func(*config.Config)) *host.Host {
 	t.Helper()
-	mark := testkit.ProcessMark(t)
-	fds := testkit.TerminalFDs(t)
-	t.Cleanup(func() {
-		if n := testkit.TerminalFDs(t); n != fds {
-			t.Errorf("terminal file descriptors: %d open after the test, %d before", n, fds)
-		}
-	})
-	cfg := config.Default()
-	if tweak != nil {
-		tweak(&cfg)
-	}
-	h, err := host.Start(host.Options{
-		Config: &cfg,
-		Env:    append(os.Environ(), mark),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
-		defer cancel()
-		if err := h.Stop(ctx); err != nil {
-			t.Errorf("stopping the host: %v", err)
-		}
-	})
-	return h
+	return hosttest.Start(t, tweak, host.Options{})
 }
 
 // bash runs one command and fails the test if the call itself fails.

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dsh-actors/dsh-actors/host"
+	"github.com/dsh-actors/dsh-actors/internal/hosttest"
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
 )
 
@@ -25,21 +25,7 @@ func TestMain(m *testing.M) {
 
 func newHost(t *testing.T) *host.Host {
 	t.Helper()
-	h, err := host.Start(host.Options{
-		Env:    append(os.Environ(), testkit.ProcessMark(t)),
-		Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
-		defer cancel()
-		if err := h.Stop(ctx); err != nil {
-			t.Error(err)
-		}
-	})
-	return h
+	return hosttest.Start(t, nil, host.Options{})
 }
 
 // runLines feeds input to `call` and returns the result lines by input line.

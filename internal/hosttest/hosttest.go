@@ -1,0 +1,61 @@
+// Package hosttest starts a host.Host for a test and checks, when the test
+// ends, that it stopped cleanly and left nothing behind: no process the test
+// started (found by an environment mark every process inherits) and no
+// pseudo-terminal descriptor.
+//
+// It starts no goroutine of its own; the host's are ended by its Stop, which
+// the cleanup calls.
+package hosttest
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+
+	"github.com/dsh-actors/dsh-actors/config"
+	"github.com/dsh-actors/dsh-actors/host"
+	"github.com/dsh-actors/dsh-actors/internal/testkit"
+)
+
+// Start starts a host with the default configuration changed by tweak (nil:
+// no change) and opts (its Config and Env are set here). t.Cleanup stops it
+// and runs the checks.
+func Start(t testing.TB, tweak func(*config.Config), opts host.Options) *host.Host {
+	t.Helper()
+	mark := testkit.ProcessMark(t)
+	fds := testkit.TerminalFDs(t)
+	t.Cleanup(func() {
+		if n := testkit.TerminalFDs(t); n != fds {
+			t.Errorf("hosttest: %d terminal descriptors open after the test, %d before", n, fds)
+		}
+	})
+	cfg := config.Default()
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	opts.Config = &cfg
+	opts.Env = append(os.Environ(), mark)
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	h, err := host.Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
+		defer cancel()
+		if err := h.Stop(ctx); err != nil {
+			t.Errorf("hosttest: stopping the host: %v", err)
+		}
+	})
+	return h
+}
+
+// Context returns a context that ends after testkit.Timeout or with the test.
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
