@@ -268,6 +268,9 @@ func (a *Actor) runCommand(ctx actor.Context, c *call) {
 		}
 		c.fresh = true
 	}
+	if changed, err := a.proc.RestoreModes(); changed || err != nil {
+		a.opts.Logger.Debug("shell: terminal modes restored", "err", err)
+	}
 	a.seq++
 	c.seq = a.seq
 	c.running = true

@@ -73,12 +73,16 @@ func (p protocol) initLine() []byte {
 	var b strings.Builder
 	// Leading space: nothing of ours is ever history-worthy.
 	b.WriteString(" set +H +o history; unset HISTFILE; set -o ignoreeof; ")
+	fmt.Fprintf(&b, `exec {%s_o}>&1; \builtin readonly %s_o; `, p.fn, p.fn)
 	// The prompt function. Under `set -x` it switches tracing off and back
 	// on after the marker. Each line it can trace names the nonce (bash
 	// traces a case statement by its unexpanded word), so stripOwnLines
 	// removes them; without -x it costs one case test.
 	fmt.Fprintf(&b, `%s() { case $-:%s in *x*) \builtin set +x -- "$1" %s; %s_x=1;; esac; `, p.fn, p.fn, p.fn, p.fn)
-	fmt.Fprintf(&b, `PS1=; PS2=; \builtin printf '\036DSH%s:%%s:%%s\036' "${%s-}" "$1"; %s=; `, p.nonce, p.seqVar, p.seqVar)
+	// The marker goes to stdout while it is a terminal, else to a copy of
+	// the terminal taken at start, so `exec >/dev/null` cannot swallow it.
+	marker := fmt.Sprintf(`\builtin printf '\036DSH%s:%%s:%%s\036' "${%s-}" "$1"`, p.nonce, p.seqVar)
+	fmt.Fprintf(&b, `PS1=; PS2=; if [[ -t 1 ]]; then %s; else %s >&"$%s_o"; fi; %s=; `, marker, marker, p.fn, p.seqVar)
 	fmt.Fprintf(&b, `case ${%s_x-} in 1) %s_x=; \builtin set -x;; esac; }; `, p.fn, p.fn)
 	fmt.Fprintf(&b, `\builtin readonly -f %s; \builtin declare -r PROMPT_COMMAND='%s $?'`, p.fn, p.fn)
 	b.WriteString("\n")

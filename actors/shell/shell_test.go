@@ -443,3 +443,19 @@ func TestBadArgumentsAreErrorsNamingTheProblem(t *testing.T) {
 		t.Fatalf("good call after bad ones: %q %v %v", text, isErr, data)
 	}
 }
+
+// Redirecting the shell's own output or changing its terminal modes does not
+// cost the marker or echo commands back.
+func TestShellOutputRedirectionAndTerminalModes(t *testing.T) {
+	h := newHost(t, nil)
+	res := bash(t, h, "a", "exec 3>&1 >/dev/null")
+	if exitCode(res) != "0" {
+		t.Fatalf("%+v", res)
+	}
+	wantText(t, bash(t, h, "a", "echo hidden; echo shown >&3"), "shown\n")
+	bash(t, h, "a", "exec >&3 3>&-")
+	wantText(t, bash(t, h, "a", "echo visible again"), "visible again\n")
+	bash(t, h, "a", "stty echo onlcr -icanon")
+	long := strings.Repeat("y", 3000)
+	wantText(t, bash(t, h, "a", "echo one\necho "+long+" | wc -c"), "one\n3001\n")
+}

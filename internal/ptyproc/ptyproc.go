@@ -117,6 +117,7 @@ var chunkPool = sync.Pool{New: func() any { b := make([]byte, ChunkSize); return
 // Process is a program running on a pseudo-terminal, in a session of its own.
 type Process struct {
 	cmd     *exec.Cmd
+	opts    Options
 	pid     int
 	ttyName string
 	master  *os.File
@@ -203,6 +204,7 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 	}
 	p := &Process{
 		cmd:       cmd,
+		opts:      opts,
 		pid:       cmd.Process.Pid,
 		ttyName:   ttyName,
 		master:    f,
@@ -231,17 +233,7 @@ func setupTTY(tty *os.File, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("ptyproc: reading terminal modes: %w", err)
 	}
-	if opts.Echo {
-		t.Lflag |= unix.ECHO | unix.ECHOE | unix.ECHOK | unix.ECHOCTL | unix.ECHOKE
-	} else {
-		t.Lflag &^= unix.ECHO | unix.ECHOE | unix.ECHOK | unix.ECHONL | unix.ECHOCTL | unix.ECHOKE
-	}
-	if opts.CRLF {
-		t.Oflag |= unix.OPOST | unix.ONLCR
-	} else {
-		t.Oflag &^= unix.ONLCR
-	}
-	t.Iflag |= unix.IUTF8
+	applyModes(t, opts)
 	if err := unix.IoctlSetTermios(fd, unix.TCSETS, t); err != nil {
 		return fmt.Errorf("ptyproc: setting terminal modes: %w", err)
 	}
@@ -256,6 +248,21 @@ func setupTTY(tty *os.File, opts Options) error {
 		return fmt.Errorf("ptyproc: setting window size: %w", err)
 	}
 	return nil
+}
+
+// applyModes sets the modes that Options choose.
+func applyModes(t *unix.Termios, opts Options) {
+	if opts.Echo {
+		t.Lflag |= unix.ECHO | unix.ECHOE | unix.ECHOK | unix.ECHOCTL | unix.ECHOKE
+	} else {
+		t.Lflag &^= unix.ECHO | unix.ECHOE | unix.ECHOK | unix.ECHONL | unix.ECHOCTL | unix.ECHOKE
+	}
+	if opts.CRLF {
+		t.Oflag |= unix.OPOST | unix.ONLCR
+	} else {
+		t.Oflag &^= unix.ONLCR
+	}
+	t.Iflag |= unix.IUTF8
 }
 
 // nonBlockingDup returns a non-blocking duplicate of the master that the
@@ -449,6 +456,30 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	return p.control(func(fd int) error {
 		return unix.IoctlSetInt(fd, unix.TIOCSIG, int(sig))
 	})
+}
+
+// RestoreModes puts back the terminal modes the process was started with
+// (echo, output CRLF, canonical input, signals) if a program changed them,
+// and reports whether it had to. A shell calls it before each command, so a
+// program that died in raw mode or ran `stty echo` cannot make the shell
+// echo its input or lose its line discipline.
+func (p *Process) RestoreModes() (bool, error) {
+	changed := false
+	err := p.control(func(fd int) error {
+		t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+		if err != nil {
+			return err
+		}
+		want := *t
+		applyModes(&want, p.opts)
+		want.Lflag |= unix.ICANON | unix.ISIG
+		if want == *t {
+			return nil
+		}
+		changed = true
+		return unix.IoctlSetTermios(fd, unix.TCSETS, &want)
+	})
+	return changed, err
 }
 
 // Resize sets the window size; the foreground group gets SIGWINCH.
