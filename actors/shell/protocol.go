@@ -106,7 +106,7 @@ func (p protocol) commandLine(seq uint64, text string) []byte {
 		} else {
 			piece[0] = c
 		}
-		if lineLen+n > maxPhysicalLine {
+		if lineLen+n+2 > maxPhysicalLine { // room for the closing quote and backslash
 			// Close this piece, continue the word on the next line.
 			b.WriteString("'\\\n$'")
 			lineLen = 2
