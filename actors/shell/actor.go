@@ -12,6 +12,7 @@ import (
 
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
+	"github.com/dsh-actors/dsh-actors/internal/waitproof"
 	"github.com/dsh-actors/dsh-actors/messages"
 )
 
@@ -47,13 +48,6 @@ type Options struct {
 
 // Timings of the wait proof and of the interrupt sequence.
 const (
-	// firstProbe is how soon after a command starts the first /proc check runs.
-	firstProbe = time.Millisecond
-	// quietBeforeProbe: a check runs only after this much output silence, so a
-	// program that is printing is not probed.
-	quietBeforeProbe = 2 * time.Millisecond
-	// maxProbeInterval caps the backoff between checks of a long command.
-	maxProbeInterval = 200 * time.Millisecond
 	// escalateAfter: after SIGINT (or EOF), a program that is proven waiting
 	// again this long after the signal is taken not to have stopped.
 	escalateAfter = 50 * time.Millisecond
@@ -101,19 +95,12 @@ type Actor struct {
 	idle    collector
 	waiting *waitingCommand // a command left waiting for input
 
-	cur        *call
-	probeTimer *time.Timer
-	probeN     uint64 // only the newest probe counts
-	probeAt    time.Time
-	probeDelay time.Duration
-	lastOutput time.Time
-	// outputCount counts output chunks; with confirm it makes sure two
-	// wait proofs in a row had no output between them.
-	outputCount uint64
-	confirm     procfs.Wait
-	confirmOut  uint64
-	callTimer   *time.Timer
-	stepTimer   *time.Timer
+	cur *call
+	// wait decides when to look at /proc and when a wait for input is
+	// proven; see package waitproof.
+	wait      *waitproof.Tracker
+	callTimer *time.Timer
+	stepTimer *time.Timer
 }
 
 // call is one Run from receipt to answer.
@@ -151,8 +138,7 @@ type waitingCommand struct {
 type tickKind int
 
 const (
-	tickProbe tickKind = iota
-	tickTimeout
+	tickTimeout tickKind = iota
 	tickStep
 )
 
@@ -160,11 +146,6 @@ type tick struct {
 	kind tickKind
 	c    *call
 	n    uint64
-}
-
-type probeTag struct {
-	c *call
-	n uint64
 }
 
 // Receive handles the actor's messages. It never blocks: writes that the
@@ -175,6 +156,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		root, self := ctx.ActorSystem().Root, ctx.Self()
 		a.send = func(msg any) { root.Send(self, msg) }
+		a.wait = waitproof.New(a.send)
 		a.idle = newCollector(a.opts.Config.MaxOutputChars)
 		a.pump(ctx)
 	case *actor.Restarting:
@@ -210,6 +192,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		if m.Proc == a.proc {
 			a.probed(ctx, m)
 		}
+	case *waitproof.Tick:
+		a.wait.Tick(m)
 	case *tick:
 		a.ticked(ctx, m)
 	default:
@@ -276,9 +260,7 @@ func (a *Actor) runCommand(ctx actor.Context, c *call) {
 	c.running = true
 	c.proto = a.proto
 	a.proc.Write(a.proto.commandLine(c.seq, normalizeNewlines(c.args.Command)))
-	a.probeDelay = firstProbe
-	a.confirm = procfs.Wait{}
-	a.armProbe(firstProbe)
+	a.wait.Start(a.proc)
 }
 
 // normalizeNewlines turns CRLF into LF, as a terminal's ICRNL would for typed
@@ -341,8 +323,7 @@ func shellEnv(base []string) []string {
 
 // output routes program output around the markers in it.
 func (a *Actor) output(ctx actor.Context, data []byte) {
-	a.lastOutput = time.Now()
-	a.outputCount++
+	a.wait.Output()
 	buf := data
 	if len(a.carry) > 0 {
 		buf = append(a.carry, data...)
@@ -365,12 +346,6 @@ func (a *Actor) output(ctx actor.Context, data []byte) {
 		if a.proc == nil {
 			return // the marker ended this shell
 		}
-	}
-	// A program that has just printed something may be about to wait for
-	// input: check soon after it goes quiet, not at the end of a long backoff.
-	if c := a.cur; c != nil && time.Until(a.probeAt) > quietBeforeProbe {
-		a.probeDelay = firstProbe
-		a.armProbe(quietBeforeProbe)
 	}
 }
 
@@ -469,10 +444,9 @@ func (a *Actor) finish(ctx actor.Context, c *call, r Result) {
 		Data:    r.Data(),
 	})
 	a.cur = nil
-	a.stopTimer(&a.probeTimer)
+	a.wait.Stop()
 	a.stopTimer(&a.callTimer)
 	a.stopTimer(&a.stepTimer)
-	a.probeN++
 	a.pump(ctx)
 }
 
@@ -518,10 +492,11 @@ func (a *Actor) reset(reason ResetReason, detail string, requeue *call) {
 // teardown stops every timer and hands the shell to the reaper, which kills
 // its whole session in the background.
 func (a *Actor) teardown() {
-	a.stopTimer(&a.probeTimer)
+	if a.wait != nil {
+		a.wait.Stop()
+	}
 	a.stopTimer(&a.callTimer)
 	a.stopTimer(&a.stepTimer)
-	a.probeN++
 	if a.proc != nil {
 		a.opts.Reaper.Close(a.proc)
 		a.proc = nil
@@ -568,17 +543,6 @@ func (a *Actor) ticked(ctx actor.Context, t *tick) {
 		note := fmt.Sprintf("[timed out after %d ms: the command and its shell were killed; the next call starts a fresh shell]", c.timeout.Milliseconds())
 		a.finish(ctx, c, a.render(c, &r, []string{note}))
 		a.reset(ResetTimeout, fmt.Sprintf("after %v", c.timeout), nil)
-	case tickProbe:
-		if t.n != a.probeN {
-			return
-		}
-		if quiet := time.Since(a.lastOutput); quiet < quietBeforeProbe {
-			a.armProbe(quietBeforeProbe - quiet)
-			return
-		}
-		if a.proc != nil {
-			a.proc.ProbeWait(probeTag{c: c, n: a.probeN})
-		}
 	case tickStep:
 		if c.intr != nil && t.n == c.intr.n {
 			a.escalate(ctx, c)
@@ -588,44 +552,25 @@ func (a *Actor) ticked(ctx actor.Context, t *tick) {
 
 func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 	a.opts.Logger.Debug("shell: probe", "state", p.Wait.State, "pid", p.Wait.PID, "comm", p.Wait.Comm,
-		"syscall", p.Wait.Syscall, "drained", p.Drained, "err", p.Err)
-	tag, ok := p.Tag.(probeTag)
+		"syscall", p.Wait.Syscall, "drained", p.Drained, "pending", p.InputPending, "err", p.Err)
+	verdict, w := a.wait.Probe(p)
 	c := a.cur
-	if !ok || c == nil || tag.c != c || tag.n != a.probeN {
+	if verdict != waitproof.Waiting || c == nil {
 		return
 	}
-	if p.Err == nil && p.Wait.State == procfs.WaitingInput {
-		if !p.Drained {
-			a.confirm = procfs.Wait{}
-			a.armProbe(quietBeforeProbe) // output was still on its way
-			return
-		}
-		// A task preempted on its way out of a read looks like one blocked
-		// in it; a second proof, after a pause with no output, rules that
-		// out.
-		if a.confirm != p.Wait || a.confirmOut != a.outputCount {
-			a.confirm, a.confirmOut = p.Wait, a.outputCount
-			a.armProbe(quietBeforeProbe)
-			return
-		}
-		a.confirm = procfs.Wait{}
-		who := describeWaiter(p.Wait)
-		switch {
-		case c.running:
-			a.waiting = &waitingCommand{seq: c.seq, who: who}
-			r := Result{WaitingForInput: true, FreshShell: c.fresh}
-			note := fmt.Sprintf("[waiting for input: %s is blocked reading the terminal, so this call returned early with the output so far. "+
-				"Interactive programs belong in a terminal (terminal_open). The next bash call will first interrupt it with SIGINT.]", who)
-			a.finish(ctx, c, a.render(c, &r, []string{note}))
-			return
-		case c.intr != nil && time.Since(c.intr.stepAt) >= escalateAfter:
-			a.escalate(ctx, c)
-			return
-		}
+	who := describeWaiter(w)
+	switch {
+	case c.running:
+		a.waiting = &waitingCommand{seq: c.seq, who: who}
+		r := Result{WaitingForInput: true, FreshShell: c.fresh}
+		note := fmt.Sprintf("[waiting for input: %s is blocked reading the terminal, so this call returned early with the output so far. "+
+			"Interactive programs belong in a terminal (terminal_open). The next bash call will first interrupt it with SIGINT.]", who)
+		a.finish(ctx, c, a.render(c, &r, []string{note}))
+	case c.intr != nil && time.Since(c.intr.stepAt) >= escalateAfter:
+		a.escalate(ctx, c)
+	default:
+		a.wait.Again()
 	}
-	a.confirm = procfs.Wait{}
-	a.probeDelay = min(a.probeDelay*2, maxProbeInterval)
-	a.armProbe(a.probeDelay)
 }
 
 func describeWaiter(w procfs.Wait) string {
@@ -646,10 +591,8 @@ func (a *Actor) beginInterrupt(ctx actor.Context, c *call) {
 		return
 	}
 	c.notes = append(c.notes, fmt.Sprintf("[the previous command, %s, was still waiting for input: sent it SIGINT]", w.who))
-	a.confirm = procfs.Wait{}
 	a.armStep(c)
-	a.probeDelay = firstProbe
-	a.armProbe(quietBeforeProbe)
+	a.wait.Start(a.proc)
 }
 
 // escalate moves the interrupt sequence on: SIGINT, then end-of-file, then a
@@ -663,21 +606,12 @@ func (a *Actor) escalate(ctx actor.Context, c *call) {
 		c.notes = append(c.notes, "[it kept waiting after SIGINT: sent end-of-file (Ctrl-D)]")
 		a.proc.Write([]byte{4})
 		a.armStep(c)
-		a.probeDelay = firstProbe
-		a.armProbe(quietBeforeProbe)
+		a.wait.Start(a.proc)
 	default:
 		c.notes = append(c.notes, "[it kept waiting after end-of-file too, so the shell was reset; this call runs in a fresh shell]")
 		c.intr = nil
 		a.reset(ResetStuck, in.who, c)
 	}
-}
-
-func (a *Actor) armProbe(d time.Duration) {
-	a.stopTimer(&a.probeTimer)
-	a.probeN++
-	t, send := &tick{kind: tickProbe, c: a.cur, n: a.probeN}, a.send
-	a.probeAt = time.Now().Add(d)
-	a.probeTimer = time.AfterFunc(d, func() { send(t) })
 }
 
 func (a *Actor) armCallTimer(c *call) {

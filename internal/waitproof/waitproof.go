@@ -1,0 +1,198 @@
+// Package waitproof decides when an actor that owns a ptyproc.Process looks
+// at /proc, and when what it saw proves that the program is waiting for
+// terminal input. The shell actor uses it to return early from a command
+// that reads the keyboard; the terminal actor uses it to report readiness.
+//
+// # When to look
+//
+// A look (ptyproc.ProbeWait) costs a few reads of /proc. The first comes
+// soon after the episode starts (input was written), later ones back off
+// exponentially up to MaxInterval, and output resets the backoff: a program
+// that has just printed something (a prompt) is the one most likely to wait
+// next. No look is taken while output is flowing: the tracker waits for
+// Quiet of silence first.
+//
+// # What proves a wait
+//
+// A probe is conclusive when no input is pending, a member of the
+// foreground group is blocked reading the terminal, and every byte written
+// before that was delivered (Drained). Two conclusive probes in a row, Quiet
+// apart with no output between, make a proof: a task preempted on its way
+// out of a read looks, for a moment, like one blocked in it.
+//
+// # Messages and goroutines
+//
+// The tracker sends *Tick to its owner through the send function given to
+// New, from a time.AfterFunc timer; the owner hands each Tick back to
+// Tracker.Tick and each *ptyproc.Probe to Tracker.Probe. A Tracker is used
+// from its owner's Receive only (it is not safe for concurrent use). Stop
+// stops the timer; a Tick or Probe that arrives after Stop or from an older
+// episode is recognised and ignored.
+package waitproof
+
+import (
+	"time"
+
+	"github.com/dsh-actors/dsh-actors/internal/procfs"
+	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
+)
+
+// Timings.
+const (
+	// First is how soon after Start the first look is taken.
+	First = time.Millisecond
+	// Quiet is the output silence a look waits for, and the gap between the
+	// two probes of a proof.
+	Quiet = 2 * time.Millisecond
+	// MaxInterval caps the backoff between looks.
+	MaxInterval = 200 * time.Millisecond
+)
+
+// Tick is the tracker's timer firing, delivered through the owner's mailbox.
+type Tick struct {
+	t *Tracker
+	n uint64
+}
+
+type tag struct {
+	t *Tracker
+	n uint64
+}
+
+// Verdict is what a probe meant.
+type Verdict int
+
+const (
+	// Inconclusive: nothing proven yet; the tracker looks again later.
+	Inconclusive Verdict = iota
+	// Waiting: the program is proven to be waiting for input.
+	Waiting
+	// Unknown: the program waits in a way /proc cannot see into (epoll);
+	// only silence can tell. The tracker keeps looking.
+	Unknown
+	// Stale: the probe or tick belongs to another tracker or episode.
+	Stale
+)
+
+// Tracker schedules looks and judges probes for one process.
+type Tracker struct {
+	send  func(any)
+	proc  *ptyproc.Process
+	timer *time.Timer
+	// n numbers looks; only the newest one counts.
+	n          uint64
+	at         time.Time
+	delay      time.Duration
+	lastOutput time.Time
+	outputs    uint64
+	confirm    procfs.Wait
+	confirmOut uint64
+	active     bool
+}
+
+// New returns a tracker that sends its ticks with send (the owner's Send to
+// itself, safe from any goroutine).
+func New(send func(any)) *Tracker { return &Tracker{send: send} }
+
+// Start begins an episode on proc: looks start after First.
+func (t *Tracker) Start(proc *ptyproc.Process) {
+	t.proc = proc
+	t.active = true
+	t.delay = First
+	t.confirm = procfs.Wait{}
+	t.arm(First)
+}
+
+// Stop ends the episode.
+func (t *Tracker) Stop() {
+	t.active = false
+	t.n++
+	if t.timer != nil {
+		t.timer.Stop()
+		t.timer = nil
+	}
+}
+
+// Active reports whether an episode is under way.
+func (t *Tracker) Active() bool { return t.active }
+
+// Output tells the tracker that the program wrote something.
+func (t *Tracker) Output() {
+	t.lastOutput = time.Now()
+	t.outputs++
+	if t.active && time.Until(t.at) > Quiet {
+		t.delay = First
+		t.arm(Quiet)
+	}
+}
+
+// SilentFor is how long the program has written nothing.
+func (t *Tracker) SilentFor() time.Duration { return time.Since(t.lastOutput) }
+
+// Tick handles the tracker's timer: it takes a look, or waits for quiet.
+func (t *Tracker) Tick(m *Tick) {
+	if m.t != t || m.n != t.n || !t.active {
+		return
+	}
+	if quiet := time.Since(t.lastOutput); quiet < Quiet {
+		t.arm(Quiet - quiet)
+		return
+	}
+	t.proc.ProbeWait(tag{t, t.n})
+}
+
+// Probe judges a probe and schedules the next look unless the verdict is
+// Waiting or Stale. wait names the waiting process for Waiting and Unknown.
+func (t *Tracker) Probe(p *ptyproc.Probe) (v Verdict, wait procfs.Wait) {
+	tg, ok := p.Tag.(tag)
+	if !ok || tg.t != t || tg.n != t.n || !t.active || p.Proc != t.proc {
+		return Stale, procfs.Wait{}
+	}
+	if p.Err == nil {
+		switch p.Wait.State {
+		case procfs.WaitingInput:
+			if !p.Drained {
+				t.confirm = procfs.Wait{}
+				t.arm(Quiet) // output was still on its way
+				return Inconclusive, procfs.Wait{}
+			}
+			if t.confirm != p.Wait || t.confirmOut != t.outputs {
+				t.confirm, t.confirmOut = p.Wait, t.outputs
+				t.arm(Quiet)
+				return Inconclusive, procfs.Wait{}
+			}
+			t.confirm = procfs.Wait{}
+			return Waiting, p.Wait
+		case procfs.WaitUnknown:
+			t.backoff()
+			return Unknown, p.Wait
+		}
+	}
+	t.confirm = procfs.Wait{}
+	t.backoff()
+	return Inconclusive, procfs.Wait{}
+}
+
+// Again schedules another look soon, after a Waiting verdict the owner did
+// not act on.
+func (t *Tracker) Again() {
+	if t.active {
+		t.delay = First
+		t.arm(Quiet)
+	}
+}
+
+func (t *Tracker) backoff() {
+	t.delay = min(t.delay*2, MaxInterval)
+	t.arm(t.delay)
+}
+
+func (t *Tracker) arm(d time.Duration) {
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	t.n++
+	m, send := &Tick{t: t, n: t.n}, t.send
+	t.at = time.Now().Add(d)
+	t.timer = time.AfterFunc(d, func() { send(m) })
+}
