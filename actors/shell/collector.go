@@ -1,8 +1,9 @@
 package shell
 
 import (
-	"strings"
 	"unicode/utf8"
+
+	"github.com/dsh-actors/dsh-actors/internal/safetext"
 )
 
 // collector keeps the earliest output of a stream up to a number of
@@ -53,16 +54,5 @@ func (c *collector) empty() bool { return len(c.head) == 0 && c.dropped == 0 }
 
 func (c *collector) reset() { *c = collector{limit: c.limit} }
 
-// text renders the kept bytes as valid UTF-8: invalid bytes become U+FFFD
-// and NUL bytes become U+2400 (the visible symbol for NUL), so no consumer
-// down the line (JSON, C strings, a model) trips over them.
-func (c *collector) text() string {
-	s := string(c.head)
-	if strings.IndexByte(s, 0) >= 0 {
-		s = strings.ReplaceAll(s, "\x00", "\u2400")
-	}
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	return s
-}
+// text renders the kept bytes as safe text (see package safetext).
+func (c *collector) text() string { return safetext.String(c.head) }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/dsh-actors/dsh-actors/internal/inband"
 )
 
 // The wire protocol between the actor and its bash.
@@ -52,6 +54,7 @@ type protocol struct {
 	// can be recognised and removed.
 	seqVar string
 	fn     string
+	scan   inband.Scanner
 }
 
 func newProtocol() protocol {
@@ -60,11 +63,16 @@ func newProtocol() protocol {
 		panic(fmt.Sprintf("shell: no randomness for the marker nonce: %v", err))
 	}
 	nonce := hex.EncodeToString(b[:])
+	lead := []byte(markerLead + nonce + ":")
 	return protocol{
 		nonce:  nonce,
-		lead:   []byte(markerLead + nonce + ":"),
+		lead:   lead,
 		seqVar: "__dsh_" + nonce + "_q",
 		fn:     "__dsh_" + nonce,
+		scan: inband.Scanner{Lead: lead, MaxLen: maxMarkerLen, Valid: func(body []byte) bool {
+			_, ok := parseMarkerBody(body)
+			return ok
+		}},
 	}
 }
 
@@ -125,46 +133,13 @@ type marker struct {
 	status int
 }
 
-// findMarker looks for a complete marker in b. It returns the marker, the
-// index where it starts and the index just past it. If b ends with what
-// may be the start of a marker, partial is the index of that start, so the
-// caller can keep those bytes for the next chunk; otherwise partial is -1.
+// findMarker looks for a complete marker in b; see inband.Scanner.Find.
 func (p protocol) findMarker(b []byte) (m marker, start, end, partial int, found bool) {
-	from := 0
-	for {
-		i := bytes.IndexByte(b[from:], 0x1e)
-		if i < 0 {
-			return marker{}, 0, 0, -1, false
-		}
-		i += from
-		rest := b[i:]
-		if len(rest) < len(p.lead) {
-			if bytes.HasPrefix(p.lead, rest) {
-				return marker{}, 0, 0, i, false
-			}
-			from = i + 1
-			continue
-		}
-		if !bytes.HasPrefix(rest, p.lead) {
-			from = i + 1
-			continue
-		}
-		body := rest[len(p.lead):]
-		j := bytes.IndexByte(body, 0x1e)
-		if j < 0 {
-			if len(rest) < maxMarkerLen {
-				return marker{}, 0, 0, i, false
-			}
-			from = i + 1 // too long to be ours
-			continue
-		}
-		mk, ok := parseMarkerBody(body[:j])
-		if !ok {
-			from = i + 1
-			continue
-		}
-		return mk, i, i + len(p.lead) + j + 1, -1, true
+	body, start, end, partial, found := p.scan.Find(b)
+	if found {
+		m, _ = parseMarkerBody(body)
 	}
+	return m, start, end, partial, found
 }
 
 // parseMarkerBody parses "seq:status"; seq may be empty (a prompt that no

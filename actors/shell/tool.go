@@ -1,12 +1,13 @@
 package shell
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/dsh-actors/dsh-actors/internal/toolargs"
 )
 
 // ToolName is the name the model calls the tool by.
@@ -26,16 +27,8 @@ type Args struct {
 // a misspelt argument is reported instead of ignored.
 func ParseArgs(raw []byte) (Args, error) {
 	var a Args
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return a, errors.New(`bash: arguments missing: expected a JSON object like {"command": "ls"}`)
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil {
-		return a, fmt.Errorf("bash: invalid arguments: %w", err)
-	}
-	if dec.More() {
-		return a, errors.New("bash: invalid arguments: more than one JSON value")
+	if err := toolargs.Decode(ToolName, raw, &a, false, `{"command": "ls"}`); err != nil {
+		return a, err
 	}
 	return a, a.Validate()
 }

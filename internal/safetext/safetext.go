@@ -1,0 +1,54 @@
+// Package safetext turns program output into text that every consumer down
+// the line can take: valid UTF-8 (an invalid sequence becomes U+FFFD) with
+// no NUL (it becomes U+2400, the visible symbol for NUL), and cuts it to a
+// size without splitting a character.
+package safetext
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// String returns b as safe text.
+func String(b []byte) string {
+	s := string(b)
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "\u2400")
+	}
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return s
+}
+
+// Tail returns the longest suffix of s of at most n bytes that starts on a
+// character boundary.
+func Tail[T ~string | ~[]byte](s T, n int) T {
+	if n <= 0 {
+		return s[:0]
+	}
+	if len(s) <= n {
+		return s
+	}
+	i := len(s) - n
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
+}
+
+// Head returns the longest prefix of s of at most n bytes that ends on a
+// character boundary.
+func Head[T ~string | ~[]byte](s T, n int) T {
+	if n <= 0 {
+		return s[:0]
+	}
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i]
+}
