@@ -8,6 +8,8 @@
 //	bash:
 //	  timeoutMs: 60000
 //	  maxOutputChars: 32000
+//	terminal:
+//	  enableRunInBackground: false
 //
 // Keys that are left out keep their defaults; unknown keys are errors, so a
 // misspelt key is reported instead of silently ignored.
@@ -23,22 +25,25 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/dsh-actors/dsh-actors/actors/shell"
+	"github.com/dsh-actors/dsh-actors/actors/terminal"
 )
 
 // Config is the whole configuration.
 type Config struct {
 	// Bash configures the persistent bash tool.
 	Bash shell.Config `yaml:"bash"`
+	// Terminal configures the terminal and task tools.
+	Terminal terminal.Config `yaml:"terminal"`
 }
 
 // Default returns the configuration used when there is no file.
 func Default() Config {
-	return Config{Bash: shell.DefaultConfig()}
+	return Config{Bash: shell.DefaultConfig(), Terminal: terminal.DefaultConfig()}
 }
 
 // Validate checks every section.
 func (c Config) Validate() error {
-	return errors.Join(c.Bash.Validate())
+	return errors.Join(c.Bash.Validate(), c.Terminal.Validate())
 }
 
 // Parse reads YAML on top of the defaults and validates the result. name is

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dsh-actors/dsh-actors/actors/agent"
 	"github.com/dsh-actors/dsh-actors/actors/shell"
+	"github.com/dsh-actors/dsh-actors/actors/terminal"
 	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/messages"
 )
@@ -267,16 +268,22 @@ func (h *Host) Stop(ctx context.Context) error {
 type ToolInfo struct {
 	Name        string
 	Description string
+	// InputSchema is the JSON Schema of the tool's arguments.
+	InputSchema json.RawMessage
 }
 
-// Tools lists the tools every agent of this host offers.
+// Tools lists the tools every agent of this host offers, as configured.
 func (h *Host) Tools() []ToolInfo {
 	var out []ToolInfo
-	for _, t := range agent.Tools() {
-		out = append(out, ToolInfo{Name: t.Name, Description: t.Description(h.cfg)})
+	for _, t := range agent.Tools(h.cfg) {
+		out = append(out, ToolInfo{Name: t.Name, Description: t.Description, InputSchema: t.Schema})
 	}
 	return out
 }
+
+// Guidance is text for the model's system prompt about when to use which
+// tool.
+func (h *Host) Guidance() string { return terminal.Guidance }
 
 // minLevel filters a handler to records at or above a level.
 type minLevel struct {

@@ -140,8 +140,19 @@ func TestGenericCallCarriesTextErrorFlagAndData(t *testing.T) {
 		t.Fatalf("%+v %v", r, err)
 	}
 	tools := h.Tools()
-	if len(tools) != 1 || tools[0].Name != "bash" || tools[0].Description != shell.DefaultDescription {
-		t.Fatalf("%+v", tools)
+	names := []string{}
+	for _, tool := range tools {
+		names = append(names, tool.Name)
+		var schema map[string]any
+		if err := json.Unmarshal(tool.InputSchema, &schema); err != nil || schema["type"] != "object" {
+			t.Errorf("%s: schema %s: %v", tool.Name, tool.InputSchema, err)
+		}
+	}
+	if tools[0].Name != "bash" || tools[0].Description != shell.DefaultDescription || !strings.Contains(string(tools[0].InputSchema), `"command"`) {
+		t.Fatalf("bash tool: %+v", tools[0])
+	}
+	if want := "bash terminal_open terminal_send terminal_read terminal_signal terminal_resize terminal_close terminal_list task_output task_kill task_list"; strings.Join(names, " ") != want {
+		t.Fatalf("tools %v", names)
 	}
 }
 

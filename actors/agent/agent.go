@@ -3,12 +3,12 @@ package agent
 import (
 	"fmt"
 	"log/slog"
-	"sort"
 	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/dsh-actors/dsh-actors/actors/shell"
+	"github.com/dsh-actors/dsh-actors/actors/tasks"
 	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 	"github.com/dsh-actors/dsh-actors/messages"
@@ -63,6 +63,12 @@ type Actor struct {
 	log      *slog.Logger
 	strategy *supervision.Strategy
 	shell    *actor.PID
+	tasks    *actor.PID
+	// terminals maps the agent's terminal ids to their actors: the only way
+	// to reach a terminal, so another agent's id is simply not found.
+	terminals    map[string]*actor.PID
+	terminalIDs  map[string]string // PID id -> terminal id
+	lastTerminal int
 }
 
 var _ actor.SupervisorStrategy = (*Actor)(nil)
@@ -86,7 +92,8 @@ func Props(opts Options) *actor.Props {
 			// Options.Validate rejects such a policy before any spawn.
 			panic(fmt.Sprintf("agent: invalid shell policy: %v", err))
 		}
-		return &Actor{opts: opts, log: log, strategy: strategy}
+		return &Actor{opts: opts, log: log, strategy: strategy,
+			terminals: map[string]*actor.PID{}, terminalIDs: map[string]string{}}
 	}, opts.propsOptions(log)...)
 }
 
@@ -108,6 +115,13 @@ func (o Options) Validate() error {
 	}
 	return o.Config.Validate()
 }
+
+// childPolicies: a terminal that fails is not resurrected (Temporary); the
+// task registry is restarted like the shell.
+var (
+	terminalPolicy = supervision.Policy{Restart: supervision.Temporary}
+	tasksPolicy    = supervision.Policy{Restart: supervision.Transient, MaxRestarts: 10, Within: 10e9}
+)
 
 // HandleFailure lets the agent supervise its children with its own policies.
 func (a *Actor) HandleFailure(system *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, message any) {
@@ -132,8 +146,16 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *crash:
 		panic(m.reason)
 	case *actor.Terminated:
-		if a.shell != nil && m.Who.Equal(a.shell) {
+		switch {
+		case a.shell != nil && m.Who.Equal(a.shell):
 			a.shell = nil
+		case a.tasks != nil && m.Who.Equal(a.tasks):
+			a.tasks = nil
+		default:
+			if id, ok := a.terminalIDs[m.Who.Id]; ok {
+				delete(a.terminalIDs, m.Who.Id)
+				delete(a.terminals, id)
+			}
 		}
 		a.strategy.ChildTerminated(m.Who)
 	default:
@@ -142,12 +164,12 @@ func (a *Actor) Receive(ctx actor.Context) {
 }
 
 func (a *Actor) dispatch(ctx actor.Context, call *messages.ToolCall) {
-	tool, ok := tools[call.Tool]
-	if !ok {
-		ctx.Respond(errorResult(call, fmt.Sprintf("unknown tool %q: this agent has %s", call.Tool, strings.Join(ToolNames(), ", "))))
+	h, ok := handlers[call.Tool]
+	if !ok || (isTaskTool(call.Tool) && !a.opts.Config.Terminal.EnableRunInBackground) {
+		ctx.Respond(errorResult(call, fmt.Sprintf("unknown tool %q: this agent has %s", call.Tool, strings.Join(ToolNames(a.opts.Config), ", "))))
 		return
 	}
-	tool.dispatch(a, ctx, call)
+	h(a, ctx, call)
 }
 
 func errorResult(call *messages.ToolCall, text string) *messages.ToolResult {
@@ -168,48 +190,20 @@ func (a *Actor) shellPID(ctx actor.Context) *actor.PID {
 	return a.shell
 }
 
+// tasksPID returns the agent's task registry, spawning it on first use.
+func (a *Actor) tasksPID(ctx actor.Context) *actor.PID {
+	if a.tasks == nil {
+		a.tasks = ctx.Spawn(tasks.Props(tasks.Options{
+			Terminal:     a.opts.Config.Terminal,
+			Logger:       a.log,
+			PropsOptions: a.opts.propsOptions(a.log),
+		}, a.opts.propsOptions(a.log)...))
+		_ = a.strategy.SetPolicy(a.tasks, tasksPolicy)
+	}
+	return a.tasks
+}
+
 // crash makes the agent fail with reason. Only tests send it, to prove on a
 // real actor system that a failure is logged with its stack, supervised, and
 // contained.
 type crash struct{ reason any }
-
-// Tool describes one tool an agent offers.
-type Tool struct {
-	Name        string
-	Description func(config.Config) string
-	dispatch    func(a *Actor, ctx actor.Context, call *messages.ToolCall)
-}
-
-var tools = map[string]Tool{
-	shell.ToolName: {
-		Name:        shell.ToolName,
-		Description: func(c config.Config) string { return c.Bash.Description },
-		dispatch: func(a *Actor, ctx actor.Context, call *messages.ToolCall) {
-			args, err := shell.ParseArgs(call.Arguments)
-			if err != nil {
-				ctx.Respond(errorResult(call, err.Error()))
-				return
-			}
-			ctx.RequestWithCustomSender(a.shellPID(ctx), &shell.Run{CallID: call.CallId, Args: args}, ctx.Sender())
-		},
-	},
-}
-
-// ToolNames lists the tools an agent offers, sorted.
-func ToolNames() []string {
-	names := make([]string, 0, len(tools))
-	for n := range tools {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// Tools returns the tools an agent offers under cfg, sorted by name.
-func Tools() []Tool {
-	out := make([]Tool, 0, len(tools))
-	for _, n := range ToolNames() {
-		out = append(out, tools[n])
-	}
-	return out
-}

@@ -97,3 +97,8 @@ func (r Result) Data() []byte {
 	}
 	return b
 }
+
+// Spec returns the bash tool as the model sees it.
+func Spec(cfg Config) toolargs.Spec {
+	return toolargs.Spec{Name: ToolName, Description: cfg.Description, Schema: toolargs.Schema[Args]()}
+}

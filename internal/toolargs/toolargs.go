@@ -9,6 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+
+	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // Decode decodes raw into v. Empty or null arguments decode as {} when
@@ -31,4 +34,32 @@ func Decode(tool string, raw []byte, v any, allowEmpty bool, example string) err
 		return errors.New(tool + ": invalid arguments: more than one JSON value")
 	}
 	return nil
+}
+
+// Schema returns the JSON Schema of T's JSON form (generated from the Go
+// type and its `jsonschema` tags), without the properties named in omit.
+func Schema[T any](omit ...string) json.RawMessage {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		// The argument types are this project's own: a failure is a bug.
+		panic(fmt.Sprintf("toolargs: schema of %T: %v", *new(T), err))
+	}
+	for _, name := range omit {
+		delete(s.Properties, name)
+		s.Required = slices.DeleteFunc(s.Required, func(r string) bool { return r == name })
+		s.PropertyOrder = slices.DeleteFunc(s.PropertyOrder, func(r string) bool { return r == name })
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("toolargs: schema of %T: %v", *new(T), err))
+	}
+	return b
+}
+
+// Spec describes a tool for a model: its name, what it does, and the JSON
+// Schema of its arguments.
+type Spec struct {
+	Name        string
+	Description string
+	Schema      json.RawMessage
 }

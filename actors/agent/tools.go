@@ -1,0 +1,261 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/dsh-actors/dsh-actors/actors/shell"
+	"github.com/dsh-actors/dsh-actors/actors/tasks"
+	"github.com/dsh-actors/dsh-actors/actors/terminal"
+	"github.com/dsh-actors/dsh-actors/config"
+	"github.com/dsh-actors/dsh-actors/internal/toolargs"
+	"github.com/dsh-actors/dsh-actors/messages"
+)
+
+// handler carries out one tool call. It answers bad arguments itself and
+// hands the rest to the child that owns the work, with the caller as
+// sender, so the child answers the caller directly.
+type handler func(a *Actor, ctx actor.Context, call *messages.ToolCall)
+
+var handlers = map[string]handler{
+	shell.ToolName:      bashTool,
+	terminal.ToolOpen:   openTool,
+	terminal.ToolSend:   sendTool,
+	terminal.ToolRead:   forTerminal(func(c *messages.ToolCall, a *terminal.ReadArgs) (string, any) { return a.TerminalID, &terminal.Read{CallID: c.CallId, Args: *a} }),
+	terminal.ToolSignal: forTerminal(signalMessage),
+	terminal.ToolResize: forTerminal(func(c *messages.ToolCall, a *terminal.ResizeArgs) (string, any) { return a.TerminalID, &terminal.Resize{CallID: c.CallId, Cols: a.Cols, Rows: a.Rows} }),
+	terminal.ToolClose:  forTerminal(func(c *messages.ToolCall, a *terminal.IDArgs) (string, any) { return a.TerminalID, &terminal.Close{CallID: c.CallId} }),
+	terminal.ToolList:   listTool,
+	tasks.ToolOutput:    taskOutputTool,
+	tasks.ToolKill:      taskKillTool,
+	tasks.ToolList:      taskListTool,
+}
+
+func isTaskTool(name string) bool { return strings.HasPrefix(name, "task_") }
+
+// Tools returns the tools an agent offers under cfg, as the model sees them.
+func Tools(cfg config.Config) []toolargs.Spec {
+	out := []toolargs.Spec{shell.Spec(cfg.Bash)}
+	out = append(out, terminal.Specs(cfg.Terminal)...)
+	return append(out, tasks.Specs(cfg.Terminal)...)
+}
+
+// ToolNames lists the names of Tools(cfg).
+func ToolNames(cfg config.Config) []string {
+	var names []string
+	for _, t := range Tools(cfg) {
+		names = append(names, t.Name)
+	}
+	return names
+}
+
+func bashTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
+	args, err := shell.ParseArgs(call.Arguments)
+	if err != nil {
+		ctx.Respond(errorResult(call, err.Error()))
+		return
+	}
+	ctx.RequestWithCustomSender(a.shellPID(ctx), &shell.Run{CallID: call.CallId, Args: args}, ctx.Sender())
+}
+
+func openTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
+	cfg := a.opts.Config.Terminal
+	var args terminal.OpenArgs
+	if err := terminal.Parse(call.Tool, call.Arguments, &args, cfg); err != nil {
+		ctx.Respond(errorResult(call, err.Error()))
+		return
+	}
+	if len(a.terminals) >= cfg.MaxTerminals {
+		ctx.Respond(errorResult(call, fmt.Sprintf("terminal_open: %d terminals are open, the limit (terminal.maxTerminals); close one you no longer need", len(a.terminals))))
+		return
+	}
+	a.lastTerminal++
+	id := "t" + strconv.Itoa(a.lastTerminal)
+	pid := ctx.Spawn(terminal.Props(terminal.Options{
+		ID: id, Args: args, Config: cfg, Env: a.opts.Env, Dir: a.opts.Dir, Logger: a.log, Reaper: a.opts.Reaper,
+	}, a.opts.propsOptions(a.log)...))
+	_ = a.strategy.SetPolicy(pid, terminalPolicy)
+	a.terminals[id] = pid
+	a.terminalIDs[pid.Id] = id
+	ctx.RequestWithCustomSender(pid, &terminal.Open{CallID: call.CallId}, ctx.Sender())
+}
+
+// lookup finds one of the agent's terminals; a foreign id and an id that
+// never existed get the same answer.
+func (a *Actor) lookup(ctx actor.Context, call *messages.ToolCall, id string) *actor.PID {
+	pid, ok := a.terminals[id]
+	if !ok {
+		ctx.Respond(errorResult(call, fmt.Sprintf("%s: no such terminal %q (terminal_list shows yours)", call.Tool, id)))
+	}
+	return pid
+}
+
+func sendTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
+	cfg := a.opts.Config.Terminal
+	var args terminal.SendArgs
+	if err := terminal.Parse(call.Tool, call.Arguments, &args, cfg); err != nil {
+		ctx.Respond(errorResult(call, err.Error()))
+		return
+	}
+	pid := a.lookup(ctx, call, args.TerminalID)
+	if pid == nil {
+		return
+	}
+	keys, _ := terminal.EncodeKeys(args.Keys) // checked by Parse
+	input := append([]byte(args.Text), keys...)
+	if args.RunInBackground {
+		ctx.RequestWithCustomSender(a.tasksPID(ctx), &tasks.Start{
+			CallID: call.CallId, TerminalID: args.TerminalID, Terminal: pid, Input: input, Text: typed(args),
+		}, ctx.Sender())
+		return
+	}
+	ctx.RequestWithCustomSender(pid, &terminal.Send{CallID: call.CallId, Input: input, Wait: waitOf(args.WaitMs, cfg)}, ctx.Sender())
+}
+
+func waitOf(w *int64, cfg terminal.Config) time.Duration {
+	if w == nil {
+		return time.Duration(cfg.DefaultWaitMs) * time.Millisecond
+	}
+	return time.Duration(*w) * time.Millisecond
+}
+
+func signalMessage(c *messages.ToolCall, a *terminal.SignalArgs) (string, any) {
+	sig, _ := terminal.ParseSignal(a.Signal) // checked by Parse
+	return a.TerminalID, &terminal.Signal{CallID: c.CallId, Sig: sig}
+}
+
+// forTerminal makes a handler that parses T and forwards the message build
+// returns to the terminal it names.
+func forTerminal[T any](build func(*messages.ToolCall, *T) (string, any)) handler {
+	return func(a *Actor, ctx actor.Context, call *messages.ToolCall) {
+		var args T
+		if err := terminal.Parse(call.Tool, call.Arguments, &args, a.opts.Config.Terminal); err != nil {
+			ctx.Respond(errorResult(call, err.Error()))
+			return
+		}
+		id, msg := build(call, &args)
+		if pid := a.lookup(ctx, call, id); pid != nil {
+			ctx.RequestWithCustomSender(pid, msg, ctx.Sender())
+		}
+	}
+}
+
+// listTool asks every terminal to describe itself. The answers are
+// gathered in a goroutine of its own, which ends when the last terminal has
+// answered (or the timeout passed): the agent's Receive never waits on a
+// reply.
+func listTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
+	var args terminal.NoArgs
+	if err := terminal.Parse(call.Tool, call.Arguments, &args, a.opts.Config.Terminal); err != nil {
+		ctx.Respond(errorResult(call, err.Error()))
+		return
+	}
+	ids := make([]string, 0, len(a.terminals))
+	for id := range a.terminals {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return terminalNumber(ids[i]) < terminalNumber(ids[j]) })
+	pids := make([]*actor.PID, len(ids))
+	for i, id := range ids {
+		pids[i] = a.terminals[id]
+	}
+	root, caller := ctx.ActorSystem().Root, ctx.Sender()
+	go func() {
+		var lines []string
+		infos := []map[string]any{}
+		for i, pid := range pids {
+			res, err := root.RequestFuture(pid, &terminal.Describe{}, 5*time.Second).Result()
+			in, ok := res.(*terminal.Info)
+			if err != nil || !ok {
+				continue // closed meanwhile
+			}
+			lines = append(lines, describe(ids[i], in))
+			item := map[string]any{"terminal_id": in.ID, "command": in.Command, "running": in.Running,
+				"foreground": in.Foreground, "last_ready": in.LastReady, "reserved_by": in.Holder}
+			if in.ExitStatus != nil {
+				item["exit_status"] = in.ExitStatus.String()
+			}
+			infos = append(infos, item)
+		}
+		text := "[no terminals open]"
+		if len(lines) > 0 {
+			text = strings.Join(lines, "\n")
+		}
+		data, _ := json.Marshal(map[string]any{"terminals": infos})
+		root.Send(caller, &messages.ToolResult{CallId: call.CallId, Tool: call.Tool, Text: text, Data: data})
+	}()
+}
+
+func terminalNumber(id string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(id, "t"))
+	return n
+}
+
+func describe(id string, in *terminal.Info) string {
+	state := "running, foreground: " + in.Foreground
+	if !in.Running {
+		state = "exited"
+		if in.ExitStatus != nil {
+			state += " (" + in.ExitStatus.String() + ")"
+		}
+	}
+	s := fmt.Sprintf("%s: %s — %s", id, in.Command, state)
+	if in.LastReady != "" {
+		s += "; last ready: " + in.LastReady
+	}
+	if in.Holder != "" {
+		s += fmt.Sprintf("; reserved by %s since %s", in.Holder, in.HolderSince.Format("15:04:05.000"))
+	}
+	return s
+}
+
+func taskOutputTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
+	var args tasks.OutputArgs
+	if err := toolargs.Decode(call.Tool, call.Arguments, &args, false, `{"task_id": "task-1"}`); err != nil {
+		ctx.Respond(errorResult(call, err.Error()))
+		return
+	}
+	cfg := a.opts.Config.Terminal
+	if args.WaitMs != nil && (*args.WaitMs < 0 || *args.WaitMs > cfg.MaxWaitMs) {
+		ctx.Respond(errorResult(call, fmt.Sprintf(`task_output: "wait_ms" is %d: it must be between 0 and %d`, *args.WaitMs, cfg.MaxWaitMs)))
+		return
+	}
+	wait := time.Duration(0)
+	if args.WaitMs != nil {
+		wait = time.Duration(*args.WaitMs) * time.Millisecond
+	}
+	ctx.RequestWithCustomSender(a.tasksPID(ctx), &tasks.Output{CallID: call.CallId, Args: args, Wait: wait}, ctx.Sender())
+}
+
+func taskKillTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
+	var args tasks.KillArgs
+	if err := toolargs.Decode(call.Tool, call.Arguments, &args, false, `{"task_id": "task-1"}`); err != nil {
+		ctx.Respond(errorResult(call, err.Error()))
+		return
+	}
+	ctx.RequestWithCustomSender(a.tasksPID(ctx), &tasks.Kill{CallID: call.CallId, TaskID: args.TaskID}, ctx.Sender())
+}
+
+func taskListTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
+	var args terminal.NoArgs
+	if err := toolargs.Decode(call.Tool, call.Arguments, &args, true, "{}"); err != nil {
+		ctx.Respond(errorResult(call, err.Error()))
+		return
+	}
+	ctx.RequestWithCustomSender(a.tasksPID(ctx), &tasks.List{CallID: call.CallId}, ctx.Sender())
+}
+
+// typed shows what a send typed, keys as <Name>, for task_list.
+func typed(a terminal.SendArgs) string {
+	s := a.Text
+	for _, k := range a.Keys {
+		s += "<" + k + ">"
+	}
+	return s
+}

@@ -1,0 +1,114 @@
+package terminal
+
+import (
+	"syscall"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
+)
+
+// Messages from the agent. Each answers its sender with a
+// *messages.ToolResult.
+type (
+	// Open asks for the first screen once the program is ready. The agent
+	// sends it right after spawning the terminal.
+	Open struct{ CallID string }
+	// Send types input and waits for readiness (foreground send).
+	Send struct {
+		CallID string
+		Input  []byte
+		Wait   time.Duration
+	}
+	// Read returns unread output, or a page of the history.
+	Read struct {
+		CallID string
+		Args   ReadArgs
+	}
+	// Signal sends a signal to the foreground process group.
+	Signal struct {
+		CallID string
+		Sig    syscall.Signal
+	}
+	// Resize sets the window size.
+	Resize struct {
+		CallID     string
+		Cols, Rows int
+	}
+	// Close ends the session and everything in it; the terminal actor stops
+	// after answering.
+	Close struct{ CallID string }
+)
+
+// Describe asks for an *Info (terminal_list).
+type Describe struct{}
+
+// Info describes a terminal for terminal_list.
+type Info struct {
+	ID      string `json:"terminal_id"`
+	Command string `json:"command"`
+	Running bool   `json:"running"`
+	// ExitStatus is set once the program has exited.
+	ExitStatus *ptyproc.ExitStatus `json:"-"`
+	// Foreground is the command of the foreground process group.
+	Foreground string `json:"foreground,omitempty"`
+	// LastReady is the reason of the last readiness the terminal reported.
+	LastReady string `json:"last_ready,omitempty"`
+	// Holder is who holds the send reservation, if anyone.
+	Holder      string    `json:"reserved_by,omitempty"`
+	HolderSince time.Time `json:"-"`
+}
+
+// Messages between a background task and its terminal.
+type (
+	// Reserve takes the send reservation for a background task, types the
+	// input and streams what follows to Subscriber as *TaskEvent. The answer
+	// is *Reserved or *Busy.
+	Reserve struct {
+		TaskID     string
+		Input      []byte
+		Subscriber *actor.PID
+	}
+	// Reserved: the task holds the terminal; its output starts at Offset.
+	Reserved struct{ Offset int64 }
+	// Busy: someone else holds the terminal.
+	Busy struct{ Reason string }
+	// TaskEvent carries a task's output and, at the end, why it is done.
+	// Done events release the reservation.
+	TaskEvent struct {
+		TaskID string
+		Output []byte
+		Done   bool
+		Ready  Readiness
+	}
+	// Interrupt sends a signal to the foreground group for a task.
+	Interrupt struct {
+		TaskID string
+		Sig    syscall.Signal
+	}
+	// Release gives up a task's reservation without waiting for readiness.
+	Release struct{ TaskID string }
+)
+
+// Readiness is why a wait ended.
+type Readiness struct {
+	// Reason is one of "prompt", "stdin_read", "inferred_idle", "timeout",
+	// "exited".
+	Reason string
+	// Detail says more: who waits for input, how long it was silent, the
+	// exit status.
+	Detail string
+	// Exit is set for "exited".
+	Exit *ptyproc.ExitStatus
+}
+
+// Readiness reasons.
+const (
+	ReadyPrompt   = "prompt"
+	ReadyStdin    = "stdin_read"
+	ReadyIdle     = "inferred_idle"
+	ReadyTimeout  = "timeout"
+	ReadyExited   = "exited"
+	readyReleased = "released"
+)

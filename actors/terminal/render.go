@@ -1,0 +1,100 @@
+package terminal
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dsh-actors/dsh-actors/internal/safetext"
+)
+
+// page is a result's text before it is fitted to maxResultBytes: metadata
+// lines around some output taken from a terminal's history.
+type page struct {
+	head []string // lines before the output
+	raw  []byte   // the output, as stored in the history
+	from int64    // history offset of raw[0]
+	// asked is the offset the output was meant to start at; from is later
+	// when the history had already dropped those bytes.
+	asked int64
+	tail  []string // lines after the output
+	// keepHead keeps the beginning of an output that does not fit (a history
+	// page); otherwise the end is kept (the latest output matters most).
+	keepHead bool
+}
+
+// markerReserve is room kept for the truncation marker.
+const markerReserve = 160
+
+// render fits the page into max bytes, metadata first: the metadata is
+// always whole, the output is cut on a character boundary with a marker that
+// says what was left out and how to read it.
+func (p page) render(max int) string {
+	var fixed []string
+	fixed = append(fixed, p.head...)
+	if p.from > p.asked {
+		fixed = append(fixed, fmt.Sprintf("[%d bytes of output before offset %d were dropped from the retained history]", p.from-p.asked, p.from))
+	}
+	fixed = append(fixed, p.tail...)
+	fixedLen := 0
+	for _, l := range fixed {
+		fixedLen += len(l) + 1
+	}
+	budget := max - fixedLen - markerReserve
+	out, marker := p.fit(budget)
+
+	var b strings.Builder
+	for _, l := range p.head {
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	if p.from > p.asked {
+		b.WriteString(fixed[len(p.head)])
+		b.WriteByte('\n')
+	}
+	if marker != "" && !p.keepHead {
+		b.WriteString(marker)
+		b.WriteByte('\n')
+	}
+	b.WriteString(out)
+	if out != "" && !strings.HasSuffix(out, "\n") && (len(p.tail) > 0 || marker != "") {
+		b.WriteByte('\n')
+	}
+	if marker != "" && p.keepHead {
+		b.WriteString(marker)
+		b.WriteByte('\n')
+	}
+	b.WriteString(strings.Join(p.tail, "\n"))
+	return safetext.Head(b.String(), max)
+}
+
+// fit returns the output as text of at most budget bytes and, when it had
+// to cut, the marker line.
+func (p page) fit(budget int) (string, string) {
+	text := safetext.String(p.raw)
+	if len(text) <= budget+markerReserve || budget < 0 && len(text) == 0 {
+		return text, ""
+	}
+	if budget < 0 {
+		budget = 0
+	}
+	// Cut the raw bytes, then convert: a replacement character can be longer
+	// than the byte it replaces, so shrink until the text fits.
+	raw := p.raw
+	shown := raw
+	for n := budget; ; n -= max(1, len(safetext.String(shown))-budget) {
+		if p.keepHead {
+			shown = safetext.Head(raw, n)
+		} else {
+			shown = safetext.Tail(raw, n)
+		}
+		if len(safetext.String(shown)) <= budget || n <= 0 {
+			break
+		}
+	}
+	left := int64(len(raw) - len(shown))
+	if p.keepHead {
+		next := p.from + int64(len(shown))
+		return safetext.String(shown), fmt.Sprintf("[%d more bytes not shown: terminal_read with offset %d reads on]", left, next)
+	}
+	return safetext.String(shown), fmt.Sprintf("[%d earlier bytes not shown: terminal_read with offset %d reads them]", left, p.from)
+}
