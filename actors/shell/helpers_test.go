@@ -3,15 +3,11 @@ package shell_test
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
-	"golang.org/x/sys/unix"
 
 	"github.com/dsh-actors/dsh-actors/actors/shell"
 	"github.com/dsh-actors/dsh-actors/config"
@@ -89,73 +85,4 @@ func call(t *testing.T, h *host.Host, agent, tool, args string) (text string, is
 		}
 	}
 	return r.Text, r.IsError, data
-}
-
-// newFIFO makes a named pipe for a command to signal through; wait returns
-// once something has been written to it, and fails the test after
-// testkit.Timeout. Opening the read side without blocking lets the wait be a
-// poll(2) with a deadline rather than an open that might never return.
-func newFIFO(t *testing.T) (path string, wait func()) {
-	t.Helper()
-	path = filepath.Join(t.TempDir(), "fifo")
-	if err := unix.Mkfifo(path, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(fd) })
-	return path, func() {
-		t.Helper()
-		deadline := time.Now().Add(testkit.Timeout)
-		for {
-			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			ms := int(time.Until(deadline) / time.Millisecond)
-			if ms <= 0 {
-				t.Fatalf("nothing was written to %s within %v", path, testkit.Timeout)
-			}
-			n, err := unix.Poll(fds, ms)
-			if err == unix.EINTR {
-				continue
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n > 0 && fds[0].Revents&unix.POLLIN != 0 {
-				return
-			}
-			// POLLHUP without data (no writer yet is not a hang-up on Linux,
-			// but be safe): keep waiting until the deadline.
-			if n > 0 && fds[0].Revents&unix.POLLHUP != 0 {
-				var b [1]byte
-				if k, _ := unix.Read(fd, b[:]); k > 0 {
-					return
-				}
-			}
-		}
-	}
-}
-
-// openGate writes a line into the named pipe path, which a command is
-// blocked reading; it fails the test if nobody reads it within the timeout.
-func openGate(t *testing.T, path string) {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() {
-		f, err := os.OpenFile(path, os.O_WRONLY, 0) // blocks until the reader opens
-		if err == nil {
-			_, err = f.WriteString("go\n")
-			f.Close()
-		}
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(testkit.Timeout):
-		t.Fatalf("nobody opened %s for reading within %v", path, testkit.Timeout)
-	}
 }

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/dsh-actors/dsh-actors/actors/shell"
 	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
@@ -330,7 +328,7 @@ func TestCancelResetsAndDiscardsTheResult(t *testing.T) {
 	sid := shellPID(t, h, "a")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	fifo, started := newFIFO(t)
+	fifo, started := testkit.Signal(t)
 	go func() {
 		_, err := h.Bash(ctx, "a", shell.Args{Command: "echo go > " + fifo + "; sleep 1000"})
 		done <- err
@@ -375,14 +373,11 @@ func TestNoProcessSurvivesAReset(t *testing.T) {
 // Output printed by background jobs between calls opens the next result.
 func TestOutputBetweenCallsOpensTheNextResult(t *testing.T) {
 	h := newHost(t, nil)
-	gate := filepath.Join(t.TempDir(), "gate")
-	if err := unix.Mkfifo(gate, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	fifo, printed := newFIFO(t)
+	gate, openGate := testkit.Gate(t)
+	fifo, printed := testkit.Signal(t)
 	// The job prints only after the call that started it has returned.
 	bash(t, h, "a", "(read go < "+gate+"; echo late news; echo done > "+fifo+") &")
-	openGate(t, gate)
+	openGate("go")
 	printed()
 	res := bash(t, h, "a", "echo now")
 	if !strings.Contains(res.Text, "[output since the previous call]\n") || !strings.Contains(res.Text, "late news\n") ||

@@ -1,0 +1,407 @@
+package terminal_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"unicode/utf8"
+
+	"go.uber.org/goleak"
+
+	"github.com/dsh-actors/dsh-actors/config"
+	"github.com/dsh-actors/dsh-actors/host"
+	"github.com/dsh-actors/dsh-actors/internal/hosttest"
+	"github.com/dsh-actors/dsh-actors/internal/procfs"
+	"github.com/dsh-actors/dsh-actors/internal/testkit"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, testkit.LeakOptions()...)
+}
+
+type result struct {
+	text  string
+	isErr bool
+	data  map[string]any
+}
+
+func (r result) reason() string { s, _ := r.data["ready_reason"].(string); return s }
+
+type fixture struct {
+	t *testing.T
+	h *host.Host
+}
+
+func newFixture(t *testing.T, tweak func(*config.Config)) *fixture {
+	return &fixture{t: t, h: hosttest.Start(t, tweak, host.Options{})}
+}
+
+// call runs a tool of agent "a" with args given as a JSON object literal.
+func (f *fixture) call(tool, args string) result { return f.callAs("a", tool, args) }
+
+func (f *fixture) callAs(agent, tool, args string) result {
+	f.t.Helper()
+	r, err := f.h.Call(hosttest.Context(f.t), agent, tool, json.RawMessage(args))
+	if err != nil {
+		f.t.Fatalf("%s %s: %v", tool, args, err)
+	}
+	res := result{text: r.Text, isErr: r.IsError}
+	if len(r.Data) > 0 {
+		if err := json.Unmarshal(r.Data, &res.data); err != nil {
+			f.t.Fatalf("data %s: %v", r.Data, err)
+		}
+	}
+	return res
+}
+
+// open opens a terminal and returns its id; the open must succeed.
+func (f *fixture) open(args string) (string, result) {
+	f.t.Helper()
+	r := f.call("terminal_open", args)
+	id, _ := r.data["terminal_id"].(string)
+	if r.isErr || id == "" {
+		f.t.Fatalf("open %s: %+v", args, r)
+	}
+	return id, r
+}
+
+func (f *fixture) send(id, text string, keys ...string) result {
+	f.t.Helper()
+	args := map[string]any{"terminal_id": id, "text": text}
+	if len(keys) > 0 {
+		args["keys"] = keys
+	}
+	b, _ := json.Marshal(args)
+	return f.call("terminal_send", string(b))
+}
+
+func want(t *testing.T, r result, reason string, contains ...string) {
+	t.Helper()
+	if r.isErr || r.reason() != reason {
+		t.Fatalf("want ready %q, got %q (error %v):\n%s", reason, r.reason(), r.isErr, r.text)
+	}
+	for _, c := range contains {
+		if !strings.Contains(r.text, c) {
+			t.Fatalf("result does not contain %q:\n%s", c, r.text)
+		}
+	}
+}
+
+func TestOpenFindsProgramsReadyByProof(t *testing.T) {
+	f := newFixture(t, nil)
+	_, r := f.open(`{}`)
+	want(t, r, "prompt", "[terminal t1 opened: bash]")
+	_, r = f.open(`{"command":"python3 -q"}`)
+	want(t, r, "stdin_read", ">>> ", "python3")
+	_, r = f.open(`{"command":"cat"}`)
+	want(t, r, "stdin_read", "cat")
+	if r.data["running"] != true {
+		t.Fatalf("%v", r.data)
+	}
+}
+
+func TestSendReturnsOutputAndReadiness(t *testing.T) {
+	f := newFixture(t, nil)
+	id, _ := f.open(`{}`)
+	want(t, f.send(id, "echo hello", "Enter"), "prompt", "hello\n")
+	want(t, f.send(id, "read x", "Enter"), "stdin_read", "bash")
+	want(t, f.send(id, "typed", "Enter"), "prompt")
+	want(t, f.send(id, "echo $x", "Enter"), "prompt", "typed\n")
+	want(t, f.send(id, "python3 -q", "Enter"), "stdin_read", ">>> ")
+	want(t, f.send(id, "1+1", "Enter"), "stdin_read", "2\n>>> ")
+	want(t, f.send(id, "", "C-d"), "prompt")
+	// Output read by a send is not returned again.
+	r := f.call("terminal_read", `{"terminal_id":"`+id+`","wait_ms":0}`)
+	if strings.Contains(r.text, "hello") || r.isErr {
+		t.Fatalf("read returned old output:\n%s", r.text)
+	}
+}
+
+func TestSignalInterruptsTheForegroundProgram(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Terminal.DefaultWaitMs = 300 })
+	id, _ := f.open(`{}`)
+	r := f.send(id, "sleep 100; echo after", "Enter")
+	want(t, r, "timeout")
+	s := f.call("terminal_signal", `{"terminal_id":"`+id+`","signal":"INT"}`)
+	if s.isErr || !strings.Contains(s.text, "SIGINT") || !strings.Contains(s.text, "sleep") {
+		t.Fatalf("%+v", s)
+	}
+	r = f.call("terminal_read", `{"terminal_id":"`+id+`","wait_ms":5000}`)
+	want(t, r, "prompt")
+	if strings.Contains(r.text, "after") {
+		t.Fatalf("the interrupted list went on:\n%s", r.text)
+	}
+	// TERM and KILL go to the foreground group too (TIOCSIG takes only INT,
+	// QUIT and TSTP on a pseudo-terminal).
+	want(t, f.send(id, "sleep 100", "Enter"), "timeout")
+	if s := f.call("terminal_signal", `{"terminal_id":"`+id+`","signal":"SIGTERM"}`); s.isErr {
+		t.Fatal(s.text)
+	}
+	want(t, f.call("terminal_read", `{"terminal_id":"`+id+`","wait_ms":5000}`), "prompt")
+	if s := f.call("terminal_signal", `{"terminal_id":"`+id+`","signal":"USR1"}`); !s.isErr || !strings.Contains(s.text, `"USR1"`) {
+		t.Fatalf("%+v", s)
+	}
+}
+
+// Concurrent sends on one terminal: exactly one gets it, the others are told
+// who holds it; keystrokes never mix.
+func TestConcurrentSendsExactlyOneWins(t *testing.T) {
+	f := newFixture(t, nil)
+	id, _ := f.open(`{}`)
+	const n = 8
+	var wg sync.WaitGroup
+	results := make([]result, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			results[i] = f.send(id, fmt.Sprintf("sleep 0.3; echo sender-%d", i), "Enter")
+		}(i)
+	}
+	wg.Wait()
+	wins := 0
+	for i, r := range results {
+		switch {
+		case !r.isErr:
+			wins++
+			want(t, r, "prompt", fmt.Sprintf("sender-%d", i))
+		case !strings.Contains(r.text, "is busy") || !strings.Contains(r.text, "since"):
+			t.Fatalf("loser %d: %s", i, r.text)
+		}
+	}
+	if wins != 1 {
+		t.Fatalf("%d sends won", wins)
+	}
+}
+
+func TestBackgroundTaskHoldsTheTerminalUntilDone(t *testing.T) {
+	f := newFixture(t, nil)
+	id, _ := f.open(`{}`)
+	fifo, release := testkit.Gate(t)
+	r := f.call("terminal_send", `{"terminal_id":"`+id+`","text":"read line < `+fifo+`; echo got-$line","keys":["Enter"],"run_in_background":true}`)
+	task, _ := r.data["task_id"].(string)
+	if r.isErr || task == "" || !strings.Contains(r.text, task) {
+		t.Fatalf("%+v", r)
+	}
+	busy := f.send(id, "echo nope", "Enter")
+	if !busy.isErr || !strings.Contains(busy.text, task) {
+		t.Fatalf("send during the task: %+v", busy)
+	}
+	if l := f.call("task_list", `{}`); !strings.Contains(l.text, task+" on "+id+", running") {
+		t.Fatalf("task_list: %s", l.text)
+	}
+	release("ok")
+	var out strings.Builder
+	for i := 0; ; i++ {
+		o := f.call("task_output", `{"task_id":"`+task+`","wait_ms":5000}`)
+		out.WriteString(o.text)
+		if o.data["running"] == false {
+			if o.data["ready_reason"] != "prompt" {
+				t.Fatalf("%+v", o)
+			}
+			break
+		}
+		if i > 20 {
+			t.Fatalf("task never finished: %s", out.String())
+		}
+	}
+	if strings.Count(out.String(), "got-ok") != 1 {
+		t.Fatalf("output %q", out.String())
+	}
+	// Collected output is not returned again; the terminal is free.
+	if o := f.call("task_output", `{"task_id":"`+task+`"}`); strings.Contains(o.text, "got-ok") {
+		t.Fatalf("output returned twice: %s", o.text)
+	}
+	want(t, f.send(id, "echo free", "Enter"), "prompt", "free")
+}
+
+func TestTaskKillEscalatesWhenSIGINTIsIgnored(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Terminal.KillGraceMs = 200 })
+	id, _ := f.open(`{}`)
+	r := f.call("terminal_send", `{"terminal_id":"`+id+`","text":"python3 -c 'import signal,time; signal.signal(signal.SIGINT, signal.SIG_IGN); print(\"ignoring\", flush=True); time.sleep(100)'","keys":["Enter"],"run_in_background":true}`)
+	task, _ := r.data["task_id"].(string)
+	if task == "" {
+		t.Fatalf("%+v", r)
+	}
+	// Wait for the program's own line, not the echo of the command.
+	var seen strings.Builder
+	for i := 0; !strings.Contains("\n"+seen.String(), "\nignoring\n"); i++ {
+		o := f.call("task_output", `{"task_id":"`+task+`","wait_ms":5000}`)
+		out, _, _ := strings.Cut(o.text, "[task-") // the output, without the status line
+		seen.WriteString(out)
+		if o.data["running"] == false || i > 50 {
+			t.Fatalf("the task ended on its own or never printed: %s", seen.String())
+		}
+	}
+	k := f.call("task_kill", `{"task_id":"`+task+`"}`)
+	if k.isErr || !strings.Contains(k.text, "SIGTERM") || k.data["running"] != false {
+		t.Fatalf("%+v", k)
+	}
+	want(t, f.send(id, "echo free", "Enter"), "prompt", "free")
+}
+
+func TestCloseEndsEverythingInTheSession(t *testing.T) {
+	f := newFixture(t, nil)
+	id, _ := f.open(`{}`)
+	r := f.send(id, "sleep 1000 & nohup sleep 1001 >/dev/null 2>&1 & (trap '' HUP; sleep 1002) & echo $$", "Enter")
+	lines := strings.Split(r.text, "\n")
+	var sid int
+	for _, l := range lines {
+		if n, err := strconv.Atoi(strings.TrimSpace(l)); err == nil && n > 1 {
+			sid = n
+		}
+	}
+	if sid == 0 {
+		t.Fatalf("no shell pid in %q", r.text)
+	}
+	c := f.call("terminal_close", `{"terminal_id":"`+id+`"}`)
+	if c.isErr || c.data["running"] != false || !strings.Contains(c.text, "closed") {
+		t.Fatalf("%+v", c)
+	}
+	testkit.SessionGone(t, sid)
+	if r := f.send(id, "echo", "Enter"); !r.isErr || !strings.Contains(r.text, "no such terminal") {
+		t.Fatalf("send after close: %+v", r)
+	}
+}
+
+func TestAnExitedTerminalAnswersWithItsStatus(t *testing.T) {
+	f := newFixture(t, nil)
+	id, r := f.open(`{"command":"echo bye; exit 3"}`)
+	want(t, r, "exited", "bye", "exit code 3")
+	s := f.send(id, "more", "Enter")
+	if !s.isErr || !strings.Contains(s.text, "has exited") {
+		t.Fatalf("%+v", s)
+	}
+	l := f.call("terminal_list", `{}`)
+	if !strings.Contains(l.text, id+": echo bye; exit 3 — exited (exit code 3)") {
+		t.Fatalf("%s", l.text)
+	}
+	if c := f.call("terminal_close", `{"terminal_id":"`+id+`"}`); c.isErr || !strings.Contains(c.text, "exit code 3") {
+		t.Fatalf("%+v", c)
+	}
+}
+
+// Another agent's terminal id gets the same answer as one that never existed.
+func TestTerminalsBelongToTheirAgent(t *testing.T) {
+	f := newFixture(t, nil)
+	id, _ := f.open(`{}`)
+	foreign := f.callAs("b", "terminal_read", `{"terminal_id":"`+id+`"}`)
+	missing := f.callAs("b", "terminal_read", `{"terminal_id":"t99"}`)
+	if !foreign.isErr || strings.Replace(foreign.text, id, "X", 1) != strings.Replace(missing.text, "t99", "X", 1) {
+		t.Fatalf("foreign %q vs missing %q", foreign.text, missing.text)
+	}
+	if l := f.callAs("b", "terminal_list", `{}`); strings.Contains(l.text, id) {
+		t.Fatalf("b lists a's terminal: %s", l.text)
+	}
+}
+
+func TestFloodIsBoundedAndPaged(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) {
+		c.Terminal.MaxResultBytes = 4096
+		c.Terminal.HistoryBytes = 64 << 10
+	})
+	id, _ := f.open(`{}`)
+	r := f.send(id, "for i in $(seq 1 20000); do echo \"line $i é\"; done", "Enter")
+	want(t, r, "prompt", "line 20000 é", "earlier bytes not shown")
+	if len(r.text) > 4096 || !utf8.ValidString(r.text) {
+		t.Fatalf("result of %d bytes", len(r.text))
+	}
+	p := f.call("terminal_read", `{"terminal_id":"`+id+`","offset":0,"limit":100}`)
+	if !strings.Contains(p.text, "were dropped from the retained history") || len(p.text) > 4096 {
+		t.Fatalf("page:\n%s", p.text)
+	}
+	end := int64(r.data["output_to"].(float64))
+	p = f.call("terminal_read", fmt.Sprintf(`{"terminal_id":"%s","offset":%d,"limit":50}`, id, end-200))
+	if strings.Contains(p.text, "dropped") || !strings.Contains(p.text, "line") {
+		t.Fatalf("page near the end:\n%s", p.text)
+	}
+}
+
+func TestResize(t *testing.T) {
+	f := newFixture(t, nil)
+	id, _ := f.open(`{"cols":100,"rows":30}`)
+	want(t, f.send(id, "stty size", "Enter"), "prompt", "30 100")
+	if r := f.call("terminal_resize", `{"terminal_id":"`+id+`","cols":132,"rows":43}`); r.isErr {
+		t.Fatal(r.text)
+	}
+	want(t, f.send(id, "stty size", "Enter"), "prompt", "43 132")
+}
+
+func TestBackgroundCanBeTurnedOff(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Terminal.EnableRunInBackground = false })
+	for _, tool := range f.h.Tools() {
+		if tool.Name == "terminal_send" && strings.Contains(string(tool.InputSchema), "run_in_background") {
+			t.Fatalf("schema still offers run_in_background: %s", tool.InputSchema)
+		}
+		if strings.HasPrefix(tool.Name, "task_") {
+			t.Fatalf("task tool %s offered", tool.Name)
+		}
+	}
+	id, _ := f.open(`{}`)
+	r := f.call("terminal_send", `{"terminal_id":"`+id+`","text":"ls","run_in_background":true}`)
+	if !r.isErr || !strings.Contains(r.text, "enableRunInBackground") {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func TestBadArgumentsNameTheProblem(t *testing.T) {
+	f := newFixture(t, nil)
+	cases := []struct{ tool, args, want string }{
+		{"terminal_send", `{"terminal_id":"t1"}`, "nothing to send"},
+		{"terminal_send", `{"text":"x"}`, `"terminal_id" is missing`},
+		{"terminal_send", `{"terminal_id":"t1","text":"x","keys":["Hyper"]}`, `unknown key "Hyper"`},
+		{"terminal_send", `{"terminal_id":"t1","text":"x","wait_ms":-1}`, `"wait_ms" is -1`},
+		{"terminal_open", `{"cols":5000,"rows":5}`, "out of range"},
+		{"terminal_open", `{"env":{"A=B":"c"}}`, `env entry "A=B"`},
+		{"terminal_read", `{"terminal_id":"t1","limit":5}`, `goes with "offset"`},
+		{"terminal_signal", `{"terminal_id":"t1","signal":"STOP"}`, `"STOP" is not one of`},
+		{"terminal_open", `{"comand":"ls"}`, `unknown field "comand"`},
+		{"task_output", `{}`, `no such task ""`},
+		{"task_kill", `{"task_id":"task-9"}`, `no such task "task-9"`},
+	}
+	for _, c := range cases {
+		r := f.call(c.tool, c.args)
+		if !r.isErr || !strings.Contains(r.text, c.want) {
+			t.Errorf("%s %s: %q, want an error with %q", c.tool, c.args, r.text, c.want)
+		}
+	}
+}
+
+func TestTooManyTerminals(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Terminal.MaxTerminals = 2 })
+	f.open(`{"command":"cat"}`)
+	f.open(`{"command":"cat"}`)
+	if r := f.call("terminal_open", `{"command":"cat"}`); !r.isErr || !strings.Contains(r.text, "maxTerminals") {
+		t.Fatalf("%+v", r)
+	}
+}
+
+// An agent that stops with terminals and tasks open leaves nothing behind.
+func TestStoppingTheAgentEndsTerminalsAndTasks(t *testing.T) {
+	f := newFixture(t, nil)
+	id, _ := f.open(`{}`)
+	sid := 0
+	r := f.send(id, "echo $$", "Enter")
+	for _, l := range strings.Split(r.text, "\n") {
+		if n, err := strconv.Atoi(strings.TrimSpace(l)); err == nil && n > 1 {
+			sid = n
+		}
+	}
+	f.open(`{"command":"python3 -q"}`)
+	bg := f.call("terminal_send", `{"terminal_id":"`+id+`","text":"sleep 1000 & sleep 1001","keys":["Enter"],"run_in_background":true}`)
+	if bg.isErr || sid == 0 {
+		t.Fatalf("%+v / %q", bg, r.text)
+	}
+	if err := f.h.StopAgent(hosttest.Context(t), "a"); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := procfs.Session(sid); err != nil || len(left) > 0 {
+		t.Fatalf("after StopAgent: %v %v", left, err)
+	}
+	if l := f.call("terminal_list", `{}`); l.text != "[no terminals open]" {
+		t.Fatalf("a restarted agent still lists terminals: %s", l.text)
+	}
+}
