@@ -3,6 +3,7 @@
 //
 //	dsh-actors call [--config FILE]          tool calls as JSON lines on stdin, results on stdout
 //	dsh-actors bench shell [--json] [...]    latency of the bash tool next to the floor
+//	dsh-actors bench terminal [--json] [...] latency of the terminal tools next to the floor
 //
 // Run `dsh-actors help` for the details.
 package main
@@ -40,6 +41,11 @@ Commands:
   bench shell [--json] [--iterations N] [--spawn-iterations N] [--agents N] [--calls N] [--config FILE]
       Measure the bash tool through the whole runtime next to the floor (a
       bare PTY bash round trip, no actors) sampled in the same run.
+
+  bench terminal [--json] [--iterations N] [--config FILE]
+      Measure terminal_open (bash, python3) and a terminal_send round trip to
+      python3 next to the same programs on a bare PTY, with the count of each
+      readiness reason.
 
   help
       Show this text.
@@ -129,8 +135,11 @@ func cmdCall(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 }
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "terminal" {
+		return cmdBenchTerminal(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "shell" {
-		return usageError{errors.New(`bench: name a benchmark: "bench shell"`)}
+		return usageError{errors.New(`bench: name a benchmark: "bench shell" or "bench terminal"`)}
 	}
 	def := bench.DefaultShellOptions()
 	fs := newFlags("bench shell", stderr)
@@ -169,6 +178,40 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err == nil && rep.Errors > 0 {
 		err = fmt.Errorf("bench shell: %d calls failed; first: %s", rep.Errors, rep.FirstError)
+	}
+	return err
+}
+
+func cmdBenchTerminal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	def := bench.DefaultTerminalOptions()
+	fs := newFlags("bench terminal", stderr)
+	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
+	iterations := fs.Int("iterations", def.Iterations, "samples of each open scenario (the send scenario takes four times as many)")
+	configPath := fs.String("config", "", "YAML configuration `file` (default: built-in defaults)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *iterations < 1 {
+		return usageError{fmt.Errorf("bench terminal: --iterations is %d: it must be at least 1", *iterations)}
+	}
+	h, err := startHost(*configPath, stderr)
+	if err != nil {
+		return err
+	}
+	rep, err := bench.RunTerminal(ctx, h, bench.TerminalOptions{Iterations: *iterations})
+	if stopErr := stopHost(h); err == nil {
+		err = stopErr
+	}
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		err = json.NewEncoder(stdout).Encode(rep)
+	} else {
+		err = rep.WriteTable(stdout)
+	}
+	if err == nil && rep.Errors > 0 {
+		err = fmt.Errorf("bench terminal: %d calls failed; first: %s", rep.Errors, rep.FirstError)
 	}
 	return err
 }
