@@ -63,7 +63,9 @@ func killAndWait(procs []Proc, deadline time.Time) []Proc {
 		}
 	}()
 	// A pidfd becomes readable when its process exits.
-	pending := targets
+	// A copy: filtering pending in place must not overwrite targets, whose
+	// descriptors the deferred function closes.
+	pending := append([]target(nil), targets...)
 	for len(pending) > 0 {
 		wait := time.Until(deadline)
 		if wait <= 0 {

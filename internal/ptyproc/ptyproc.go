@@ -358,11 +358,27 @@ func (p *Process) waitLoop() {
 	p.exitStatus = st
 	close(p.exited)
 	// Everything the program wrote before it exited is in the master's
-	// queue now; hand it over before saying it exited.
-	p.readMu.Lock()
-	p.drainLocked()
-	p.send(&Exited{Proc: p, Status: st})
-	p.readMu.Unlock()
+	// queue now; hand it over, a credit per chunk like the reader, before
+	// saying it exited.
+	for {
+		select {
+		case <-p.credits:
+		case <-p.done:
+			return
+		}
+		p.readMu.Lock()
+		if p.readChunkLocked() {
+			p.readMu.Unlock()
+			continue
+		}
+		p.send(&Exited{Proc: p, Status: st})
+		p.readMu.Unlock()
+		select {
+		case p.credits <- struct{}{}: // the credit taken for nothing
+		default:
+		}
+		return
+	}
 }
 
 // Write queues b for the program's input. It never blocks: what the
@@ -453,9 +469,25 @@ func (p *Process) ForegroundGroup() (int, error) {
 // Signal sends sig to the terminal's foreground process group, as the
 // terminal driver does for ^C, whatever the terminal modes are.
 func (p *Process) Signal(sig syscall.Signal) error {
-	return p.control(func(fd int) error {
-		return unix.IoctlSetInt(fd, unix.TIOCSIG, int(sig))
-	})
+	switch sig {
+	case syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTSTP:
+		return p.control(func(fd int) error {
+			return unix.IoctlSetInt(fd, unix.TIOCSIG, int(sig))
+		})
+	}
+	// TIOCSIG on a pseudo-terminal takes only the three signals the
+	// terminal itself generates (EINVAL for any other): send the rest to
+	// the foreground group directly.
+	pgrp, err := p.ForegroundGroup()
+	if err != nil {
+		return err
+	}
+	if pgrp <= 1 {
+		// 0 once the session leader is gone; kill(0) would signal our own
+		// process group.
+		return fmt.Errorf("ptyproc: the terminal has no foreground process group (%d)", pgrp)
+	}
+	return unix.Kill(-pgrp, sig)
 }
 
 // RestoreModes puts back the terminal modes the process was started with
@@ -534,49 +566,39 @@ func (p *Process) probe(tag any) *Probe {
 		return pr
 	}
 	// The group was seen waiting. Everything it wrote before that is in the
-	// master's queue or was already read. A non-blocking read flushes the
-	// kernel's pending buffer work first (n_tty_read), so EAGAIN proves that
-	// nothing written before the wait is left. Holding readMu keeps the
-	// reader out and orders this Probe after every chunk it delivered.
+	// master's queue or was already read. Poll on the master flushes the
+	// kernel's pending buffer work first (n_tty_poll), so "not readable"
+	// proves that nothing written before the wait is left. Holding readMu
+	// keeps the reader out and orders this Probe after every chunk it
+	// delivered. Pending output is left to the reader, which delivers it
+	// within the credits.
 	p.readMu.Lock()
 	defer p.readMu.Unlock()
-	bufp := chunkPool.Get().(*[]byte)
-	var n int
-	var rerr error
 	_ = p.control(func(fd int) error {
-		n, rerr = unix.Read(fd, *bufp)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 0)
+		pr.Drained = err == nil && n == 0
 		return nil
 	})
-	switch {
-	case n > 0:
-		// Output was still pending: hand it over, in order, and report the
-		// probe as inconclusive.
-		p.send(&Output{Proc: p, Data: (*bufp)[:n], buf: bufp})
-	case rerr == unix.EAGAIN:
-		chunkPool.Put(bufp)
-		pr.Drained = true
-	default:
-		chunkPool.Put(bufp) // EIO: output ended; the reader reports it
-	}
 	return pr
 }
 
-// drainLocked delivers whatever the master holds, without waiting and
-// without taking credits (the kernel's buffer bounds it). readMu is held.
-func (p *Process) drainLocked() {
-	for {
-		bufp := chunkPool.Get().(*[]byte)
-		var n int
-		_ = p.control(func(fd int) error {
-			n, _ = unix.Read(fd, *bufp)
-			return nil
-		})
-		if n <= 0 {
-			chunkPool.Put(bufp)
-			return
-		}
-		p.send(&Output{Proc: p, Data: (*bufp)[:n], buf: bufp})
+// readChunkLocked delivers one chunk of what the master holds, without
+// waiting, and reports whether there was one. The caller holds readMu and a
+// credit, which the chunk takes.
+func (p *Process) readChunkLocked() bool {
+	bufp := chunkPool.Get().(*[]byte)
+	var n int
+	_ = p.control(func(fd int) error {
+		n, _ = unix.Read(fd, *bufp)
+		return nil
+	})
+	if n <= 0 {
+		chunkPool.Put(bufp)
+		return false
 	}
+	p.send(&Output{Proc: p, Data: (*bufp)[:n], buf: bufp})
+	return true
 }
 
 // ReadPending returns, without waiting, what the program has written and the

@@ -1,0 +1,213 @@
+package procfs_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dsh-actors/dsh-actors/internal/procfs"
+	"github.com/dsh-actors/dsh-actors/internal/testkit"
+)
+
+// escapees is a bash script whose jobs survive the SIGHUP of a closing
+// terminal: nohup, disown, an ignored SIGHUP, and a stopped job.
+const escapees = `
+nohup sleep 1000 >/dev/null 2>&1 &
+sleep 1000 & disown
+(trap '' HUP; sleep 1000) &
+sleep 1000 & kill -STOP $!
+`
+
+// countComm counts the live members of session sid named comm, and the
+// stopped ones.
+func countComm(t *testing.T, sid int, comm string) (n, stopped int, seen string) {
+	t.Helper()
+	members, err := procfs.Session(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	for _, m := range members {
+		if m.Comm == comm {
+			n++
+		}
+		if m.State == 'T' {
+			stopped++
+		}
+		all = append(all, fmt.Sprintf("%d %s %c", m.PID, m.Comm, m.State))
+	}
+	return n, stopped, strings.Join(all, ", ")
+}
+
+// settled waits until the jobs of escapees are all there: three sleeps and
+// the stopped job (stopped before or after it became a sleep).
+func settled(t *testing.T, sid int) {
+	t.Helper()
+	eventually(t, "the escaped jobs in the session", func() (bool, string) {
+		n, stopped, seen := countComm(t, sid, "sleep")
+		return n >= 3 && stopped == 1, seen
+	})
+}
+
+// psSession lists, with ps rather than procfs, the live processes whose
+// session is sid: an independent witness for KillSession's result.
+func psSession(t *testing.T, sid int) []string {
+	t.Helper()
+	out, err := exec.Command("ps", "-e", "-o", "pid=,sid=,stat=,comm=").Output()
+	if err != nil {
+		t.Fatalf("ps: %v", err)
+	}
+	var live []string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 {
+			continue
+		}
+		if s, _ := strconv.Atoi(f[1]); s == sid && !strings.HasPrefix(f[2], "Z") && !strings.HasPrefix(f[2], "X") {
+			live = append(live, line)
+		}
+	}
+	return live
+}
+
+// fdCount is the number of descriptors this process has open.
+func fdCount(t *testing.T) int {
+	t.Helper()
+	d, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(d)
+}
+
+// alive reports whether pid is a live (not zombie) process.
+func alive(pid int) bool {
+	p, err := procfs.Stat(pid)
+	return err == nil && !p.Zombie()
+}
+
+func TestKillSessionWithEscapedJobs(t *testing.T) {
+	// A bystander in a session of its own must be left alone.
+	bystander := startSession(t, "sleep", "1000")
+
+	cmd := startSession(t, "bash", "--norc", "--noprofile", "-c", escapees+"wait")
+	sid := cmd.Process.Pid
+	settled(t, sid)
+
+	fds := fdCount(t)
+	if err := procfs.KillSession(sid, testkit.Timeout); err != nil {
+		t.Fatalf("KillSession: %v", err)
+	}
+	// Every pidfd it opened is closed again.
+	if n := fdCount(t); n != fds {
+		t.Errorf("%d descriptors open after KillSession, %d before", n, fds)
+	}
+	// KillSession returns only once nothing of the session is left.
+	if members, err := procfs.Session(sid); err != nil || len(members) != 0 {
+		t.Errorf("after KillSession: Session(%d) = %+v, %v", sid, members, err)
+	}
+	if left := psSession(t, sid); len(left) > 0 {
+		t.Errorf("after KillSession, ps still lists members of session %d: %q", sid, left)
+	}
+	err := cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Errorf("the leader ended with %v, want SIGKILL", err)
+	}
+	if !alive(bystander.Process.Pid) {
+		t.Errorf("the bystander in session %d was killed too", bystander.Process.Pid)
+	}
+}
+
+// The leader has exited and its jobs live on, reparented: they are still
+// members of its session and KillSession finds them.
+func TestKillSessionWithoutLeader(t *testing.T) {
+	cmd := startSession(t, "bash", "--norc", "--noprofile", "-c", escapees+"exit 0")
+	sid := cmd.Process.Pid
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("bash: %v", err)
+	}
+	settled(t, sid)
+	if err := procfs.KillSession(sid, testkit.Timeout); err != nil {
+		t.Fatalf("KillSession: %v", err)
+	}
+	if members, err := procfs.Session(sid); err != nil || len(members) != 0 {
+		t.Errorf("after KillSession: Session(%d) = %+v, %v", sid, members, err)
+	}
+	if left := psSession(t, sid); len(left) > 0 {
+		t.Errorf("after KillSession, ps still lists members of session %d: %q", sid, left)
+	}
+}
+
+// Members forked while KillSession works are found by its next scan.
+func TestKillSessionThatKeepsForking(t *testing.T) {
+	cmd := startSession(t, "bash", "--norc", "--noprofile", "-c", "while :; do sleep 1000 & done")
+	sid := cmd.Process.Pid
+	eventually(t, "a forking session", func() (bool, string) {
+		n, _, seen := countComm(t, sid, "sleep")
+		return n >= 20, seen
+	})
+	fds := fdCount(t)
+	if err := procfs.KillSession(sid, testkit.Timeout); err != nil {
+		t.Fatalf("KillSession: %v", err)
+	}
+	if n := fdCount(t); n != fds {
+		t.Errorf("%d descriptors open after KillSession, %d before", n, fds)
+	}
+	if members, err := procfs.Session(sid); err != nil || len(members) != 0 {
+		t.Errorf("after KillSession: %d members left, %v", len(members), err)
+	}
+	if left := psSession(t, sid); len(left) > 0 {
+		t.Errorf("after KillSession, ps still lists %d members of session %d", len(left), sid)
+	}
+}
+
+func TestKillSessionOfNobody(t *testing.T) {
+	// A session whose only member has exited and been reaped.
+	cmd := startSession(t, "true")
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for _, sid := range []int{cmd.Process.Pid, noSuchPID(t)} {
+		start := time.Now()
+		if err := procfs.KillSession(sid, testkit.Timeout); err != nil {
+			t.Errorf("KillSession(%d): %v", sid, err)
+		}
+		// Nothing to wait for: it must not have sat out its timeout.
+		if d := time.Since(start); d >= testkit.Timeout {
+			t.Errorf("KillSession(%d) of an empty session took %v", sid, d)
+		}
+	}
+	// Never a session of ours: refused before anything is signalled. (0
+	// would be the kernel's threads and whatever init started without
+	// setsid; it is not tried here on purpose.)
+	if err := procfs.KillSession(-1, testkit.Timeout); !errors.Is(err, procfs.ErrBadID) {
+		t.Errorf("KillSession(-1) = %v, want ErrBadID", err)
+	}
+}
+
+// With a zero timeout KillSession still signals, and it reports the member it
+// could not see exit rather than claiming success.
+func TestKillSessionZeroTimeout(t *testing.T) {
+	cmd := startSession(t, "sleep", "1000")
+	sid := cmd.Process.Pid
+	// No time to see the member exit: it must be reported, by pid and name.
+	err := procfs.KillSession(sid, 0)
+	if err == nil {
+		t.Error("KillSession with no time to wait claims the session is gone")
+	} else if msg := err.Error(); !strings.Contains(msg, strconv.Itoa(sid)) || !strings.Contains(msg, "sleep") {
+		t.Errorf("KillSession error %q does not name the survivor", err)
+	}
+	// The SIGKILL was sent all the same.
+	var exit *exec.ExitError
+	if werr := cmd.Wait(); !errors.As(werr, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Errorf("sleep ended with %v, want SIGKILL", werr)
+	}
+	testkit.SessionGone(t, sid)
+}
