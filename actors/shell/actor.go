@@ -175,6 +175,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *Run:
 		a.kept.queue = append(a.kept.queue, &call{id: m.CallID, sender: ctx.Sender(), args: m.Args})
 		a.pump(ctx)
+	case *beginAgain:
+		if m.c == a.cur {
+			a.begin(ctx, m.c, true)
+		}
 	case *Cancel:
 		a.cancel(ctx, m.CallID)
 	case *ptyproc.Output:
@@ -220,13 +224,26 @@ func (a *Actor) pump(ctx actor.Context) {
 		c.notes = append(c.notes, a.kept.note)
 		a.kept.note = ""
 	}
+	a.begin(ctx, c, false)
+}
+
+// beginAgain retries begin once the chunk the reader was handing over has
+// landed.
+type beginAgain struct{ c *call }
+
+// begin starts c: what background jobs printed before it goes before it,
+// then a command left waiting for input is interrupted, or c's command runs.
+func (a *Actor) begin(ctx actor.Context, c *call, again bool) {
 	if a.proc != nil {
-		// Output already written (by background jobs) belongs before this
-		// call, not in it.
-		if b := a.proc.ReadPending(); len(b) > 0 {
-			a.cur = nil
+		b, ok := a.proc.ReadPending()
+		if !ok && !again {
+			// The reader is delivering a chunk at this very moment: let it
+			// land first (it files under "before" while c is not running).
+			a.send(&beginAgain{c})
+			return
+		}
+		if len(b) > 0 {
 			a.output(ctx, b)
-			a.cur = c
 		}
 	}
 	if !a.idle.empty() {

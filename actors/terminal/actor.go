@@ -428,7 +428,7 @@ func (a *Actor) resolveAll(ctx actor.Context, r Readiness) {
 	if r.Reason != ReadyExited && a.proc != nil {
 		// Whatever the program wrote just before (a prompt after the
 		// marker) belongs in these answers.
-		if b := a.proc.ReadPending(); len(b) > 0 {
+		if b, _ := a.proc.ReadPending(); len(b) > 0 {
 			a.output(ctx, b)
 		}
 	}

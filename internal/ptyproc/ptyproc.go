@@ -604,12 +604,12 @@ func (p *Process) readChunkLocked() bool {
 // ReadPending returns, without waiting, what the program has written and the
 // reader has not picked up yet (at most ChunkSize bytes). A caller that is
 // about to write new input uses it to attribute earlier output to the time
-// before that input. It returns nothing while the reader is delivering a
-// chunk: the caller may be running inside that very delivery (an actor on a
-// synchronized dispatcher), and the chunk arrives in order anyway.
-func (p *Process) ReadPending() []byte {
+// before that input. While the reader is delivering a chunk it returns
+// ok=false and reads nothing: the caller may be running inside that very
+// delivery (an actor on a synchronized dispatcher), so it must not wait.
+func (p *Process) ReadPending() (b []byte, ok bool) {
 	if !p.readMu.TryLock() {
-		return nil
+		return nil, false
 	}
 	defer p.readMu.Unlock()
 	buf := make([]byte, ChunkSize)
@@ -619,9 +619,9 @@ func (p *Process) ReadPending() []byte {
 		return nil
 	})
 	if n <= 0 {
-		return nil
+		return nil, true
 	}
-	return buf[:n]
+	return buf[:n], true
 }
 
 // inputPending reports whether input written to the terminal has not been
