@@ -15,6 +15,9 @@ func TestDefaultsWithoutFile(t *testing.T) {
 	if cfg.Bash.TimeoutMs != 300000 || cfg.Bash.MaxOutputChars != 16000 || cfg.Bash.BackendType != "shell" || cfg.Bash.Description == "" {
 		t.Fatalf("defaults: %+v", cfg.Bash)
 	}
+	if !cfg.Terminal.EnableRunInBackground || cfg.Terminal.MaxResultBytes != 262144 {
+		t.Fatalf("terminal defaults: %+v", cfg.Terminal)
+	}
 }
 
 func TestPartialFileKeepsDefaults(t *testing.T) {
@@ -58,6 +61,10 @@ func TestBadValuesNameKeyValueAndRule(t *testing.T) {
 		{"bash:\n  timeoutMS: 10\n", []string{"timeoutMS", "not found"}},
 		{"bash:\n  timeoutMs: soon\n", []string{"soon", "int64"}},
 		{"shell:\n  timeoutMs: 10\n", []string{"shell", "not found"}},
+		{"terminal:\n  maxResultBytes: 10\n", []string{"terminal.maxResultBytes", "10", "between 1024"}},
+		{"terminal:\n  idleSilenceMs: 0\n", []string{"terminal.idleSilenceMs", "0", "between 10"}},
+		{"terminal:\n  defaultWaitMs: 9999999\n  maxWaitMs: 1000\n", []string{"terminal.defaultWaitMs", "maxWaitMs"}},
+		{"terminal:\n  enableRunInBackground: maybe\n", []string{"maybe", "bool"}},
 	}
 	for _, c := range cases {
 		_, err := Parse("bad.yaml", []byte(c.yaml))

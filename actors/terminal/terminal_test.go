@@ -405,3 +405,25 @@ func TestStoppingTheAgentEndsTerminalsAndTasks(t *testing.T) {
 		t.Fatalf("a restarted agent still lists terminals: %s", l.text)
 	}
 }
+
+// A program that waits in epoll cannot be proven to wait: it is reported
+// idle after the configured silence, and says that this is no proof.
+func TestEpollProgramIsInferredIdleAfterSilence(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Terminal.IdleSilenceMs = 300 })
+	_, r := f.open(`{"command":"python3 -c 'import selectors,sys; s=selectors.EpollSelector(); s.register(sys.stdin, selectors.EVENT_READ); print(\"waiting\", flush=True); s.select()'"}`)
+	want(t, r, "inferred_idle", "waiting", "does not prove")
+}
+
+func TestTasksBelongToTheirAgent(t *testing.T) {
+	f := newFixture(t, nil)
+	id, _ := f.open(`{}`)
+	r := f.call("terminal_send", `{"terminal_id":"`+id+`","text":"sleep 0.1","keys":["Enter"],"run_in_background":true}`)
+	task, _ := r.data["task_id"].(string)
+	foreign := f.callAs("b", "task_output", `{"task_id":"`+task+`"}`)
+	if !foreign.isErr || !strings.Contains(foreign.text, "no such task") {
+		t.Fatalf("%+v", foreign)
+	}
+	if l := f.callAs("b", "task_list", `{}`); strings.Contains(l.text, task) {
+		t.Fatalf("b lists a's task: %s", l.text)
+	}
+}

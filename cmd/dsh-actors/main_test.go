@@ -218,3 +218,45 @@ func TestBenchShellJSON(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 }
+
+// The terminal tools work through `call` like any other tool.
+func TestCallDrivesTerminals(t *testing.T) {
+	in := `{"agent":"a","tool":"terminal_open","args":{"command":"python3 -q"}}
+{"agent":"a","tool":"terminal_send","args":{"terminal_id":"t1","text":"6*7","keys":["Enter"]}}
+{"agent":"a","tool":"terminal_close","args":{"terminal_id":"t1"}}
+`
+	res := runLines(t, in)
+	if r := res[2]; r.IsError || !strings.Contains(r.Text, "42") || !strings.Contains(string(r.Data), `"ready_reason":"stdin_read"`) {
+		t.Fatalf("send: %+v %s", r, r.Data)
+	}
+	if r := res[3]; r.IsError || !strings.Contains(string(r.Data), `"running":false`) {
+		t.Fatalf("close: %+v %s", r, r.Data)
+	}
+}
+
+func TestBenchTerminalJSON(t *testing.T) {
+	var out, stderr bytes.Buffer
+	if code := run([]string{"bench", "terminal", "--json", "--iterations", "2"}, nil, &out, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var rep struct {
+		Scenarios []struct {
+			Name     string  `json:"name"`
+			P50      float64 `json:"p50_us"`
+			FloorP50 float64 `json:"floor_p50_us"`
+		} `json:"scenarios"`
+		Reasons map[string]int `json:"ready_reasons"`
+		Errors  int            `json:"errors"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if len(rep.Scenarios) != 3 || rep.Scenarios[2].Name != "send_python" || rep.Reasons["stdin_read"] == 0 || rep.Reasons["prompt"] == 0 || rep.Errors != 0 {
+		t.Fatalf("%+v", rep)
+	}
+	for _, s := range rep.Scenarios {
+		if s.P50 <= 0 || s.FloorP50 <= 0 {
+			t.Errorf("%+v", s)
+		}
+	}
+}
