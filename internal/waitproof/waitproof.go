@@ -40,10 +40,10 @@ import (
 // Timings.
 const (
 	// First is how soon after Start the first look is taken.
-	First = time.Millisecond
+	First = 500 * time.Microsecond
 	// Quiet is the output silence a look waits for, and the gap between the
 	// two probes of a proof.
-	Quiet = 2 * time.Millisecond
+	Quiet = time.Millisecond
 	// MaxInterval caps the backoff between looks.
 	MaxInterval = 200 * time.Millisecond
 )
