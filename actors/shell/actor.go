@@ -175,9 +175,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *Run:
 		a.kept.queue = append(a.kept.queue, &call{id: m.CallID, sender: ctx.Sender(), args: m.Args})
 		a.pump(ctx)
-	case *beginAgain:
+	case *beginCall:
 		if m.c == a.cur {
-			a.begin(ctx, m.c, true)
+			a.begin(ctx, m.c)
 		}
 	case *Cancel:
 		a.cancel(ctx, m.CallID)
@@ -224,25 +224,23 @@ func (a *Actor) pump(ctx actor.Context) {
 		c.notes = append(c.notes, a.kept.note)
 		a.kept.note = ""
 	}
-	a.begin(ctx, c, false)
+	// Chunks the reader has already queued in this mailbox are older than
+	// anything still in the kernel: begin behind them, so that what
+	// background jobs printed before this call is filed before it, in order.
+	a.send(&beginCall{c})
 }
 
-// beginAgain retries begin once the chunk the reader was handing over has
-// landed.
-type beginAgain struct{ c *call }
+// beginCall starts a call once the output queued before it has landed.
+type beginCall struct{ c *call }
 
 // begin starts c: what background jobs printed before it goes before it,
 // then a command left waiting for input is interrupted, or c's command runs.
-func (a *Actor) begin(ctx actor.Context, c *call, again bool) {
+func (a *Actor) begin(ctx actor.Context, c *call) {
 	if a.proc != nil {
-		b, ok := a.proc.ReadPending()
-		if !ok && !again {
-			// The reader is delivering a chunk at this very moment: let it
-			// land first (it files under "before" while c is not running).
-			a.send(&beginAgain{c})
-			return
-		}
-		if len(b) > 0 {
+		// ok is false only while the reader hands over a chunk, which then
+		// lands behind this message and inside the call: a race with the
+		// program itself, as on any terminal.
+		if b, _ := a.proc.ReadPending(); len(b) > 0 {
 			a.output(ctx, b)
 		}
 	}

@@ -208,6 +208,8 @@ func TestWaitingForInputReturnsEarly(t *testing.T) {
 		{"echo before; cat", "`cat`"},
 		{"echo before; python3 -q", "`python3`"},
 		{"echo before; head -n 1", "`head`"},
+		{"echo before; read x < /dev/tty", "`bash`"},
+		{"echo before; python3 -c 'open(\"/dev/tty\").readline()'", "`python3`"},
 	} {
 		t.Run(c.command, func(t *testing.T) {
 			bash(t, h, "a", "cd /tmp")

@@ -425,13 +425,6 @@ func (a *Actor) dropWaiters(match func(*waiter) bool) {
 
 // resolveAll ends every wait with r.
 func (a *Actor) resolveAll(ctx actor.Context, r Readiness) {
-	if r.Reason != ReadyExited && a.proc != nil {
-		// Whatever the program wrote just before (a prompt after the
-		// marker) belongs in these answers.
-		if b, _ := a.proc.ReadPending(); len(b) > 0 {
-			a.output(ctx, b)
-		}
-	}
 	ws := a.waiters
 	a.waiters = nil
 	a.wait.Stop()

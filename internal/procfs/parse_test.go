@@ -15,7 +15,7 @@ func TestParseStatComm(t *testing.T) {
 		want Proc
 	}{
 		{"42 (bash) S 1 42 42 34816 42 4194560 1 0\n",
-			Proc{PID: 42, PPID: 1, PGRP: 42, Session: 42, State: 'S', Comm: "bash"}},
+			Proc{PID: 42, PPID: 1, PGRP: 42, Session: 42, State: 'S', TTYNr: 34816, Comm: "bash"}},
 		{"7 (Web Content) R 3 5 6 0 -1 0\n",
 			Proc{PID: 7, PPID: 3, PGRP: 5, Session: 6, State: 'R', Comm: "Web Content"}},
 		// A name that looks like the end of the comm field and the start of
@@ -24,16 +24,16 @@ func TestParseStatComm(t *testing.T) {
 			Proc{PID: 9, PPID: 8, PGRP: 8, Session: 8, State: 'Z', Comm: "x) S 1 2 3 (y"}},
 		{"10 ((sd-pam)) S 1 10 10 0\n",
 			Proc{PID: 10, PPID: 1, PGRP: 10, Session: 10, State: 'S', Comm: "(sd-pam)"}},
-		{"11 ()) T 1 2 3\n",
+		{"11 ()) T 1 2 3 0\n",
 			Proc{PID: 11, PPID: 1, PGRP: 2, Session: 3, State: 'T', Comm: ")"}},
-		{"12 (() D 0 0 0\n",
+		{"12 (() D 0 0 0 0\n",
 			Proc{PID: 12, PPID: 0, PGRP: 0, Session: 0, State: 'D', Comm: "("}},
-		{"13 () X 1 1 1",
+		{"13 () X 1 1 1 0",
 			Proc{PID: 13, PPID: 1, PGRP: 1, Session: 1, State: 'X', Comm: ""}},
 		// prctl(PR_SET_NAME) accepts a newline too.
 		{"14 (a\nb) S 1 14 14 0\n",
 			Proc{PID: 14, PPID: 1, PGRP: 14, Session: 14, State: 'S', Comm: "a\nb"}},
-		{"  15 (lead) S 1 15 15\n",
+		{"  15 (lead) S 1 15 15 0\n",
 			Proc{PID: 15, PPID: 1, PGRP: 15, Session: 15, State: 'S', Comm: "lead"}},
 	}
 	for _, tt := range tests {

@@ -17,6 +17,9 @@ type Proc struct {
 	Session int
 	// State is the one-letter state: R, S, D, Z, T, ...
 	State byte
+	// TTYNr is the controlling terminal's device number, encoded as the
+	// kernel shows it (0 for none).
+	TTYNr int
 	// Comm is the executable name as the kernel keeps it (at most 15 bytes).
 	Comm string
 }
@@ -54,11 +57,11 @@ func parseStat(b []byte) (Proc, error) {
 	}
 	p.Comm = string(b[open+1 : closing])
 	fields := bytes.Fields(b[closing+1:])
-	if len(fields) < 4 || len(fields[0]) != 1 {
+	if len(fields) < 5 || len(fields[0]) != 1 {
 		return Proc{}, fmt.Errorf("procfs: malformed stat line %q", b)
 	}
 	p.State = fields[0][0]
-	nums := [3]*int{&p.PPID, &p.PGRP, &p.Session}
+	nums := [4]*int{&p.PPID, &p.PGRP, &p.Session, &p.TTYNr}
 	for i, dst := range nums {
 		if *dst, err = strconv.Atoi(string(fields[i+1])); err != nil {
 			return Proc{}, fmt.Errorf("procfs: malformed stat line %q", b)

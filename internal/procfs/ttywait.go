@@ -8,6 +8,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // WaitState says what a process group is doing with its terminal.
@@ -54,10 +56,15 @@ type Wait struct {
 // for a child does it scan /proc for the other members, since that costs a
 // read per process on the machine.
 func TTYWait(pgrp int, ttyPath string) (Wait, error) {
+	tty := terminal{path: ttyPath, nr: -1}
+	var st unix.Stat_t
+	if err := unix.Stat(ttyPath, &st); err == nil {
+		tty.nr = encodeDev(st.Rdev)
+	}
 	leader, err := Stat(pgrp)
 	leaderAlive := err == nil && leader.PGRP == pgrp && !leader.Zombie()
 	if leaderAlive {
-		w, waitsForChild := taskWait(leader, ttyPath)
+		w, waitsForChild := taskWait(leader, tty)
 		if w.State != NotWaiting || !waitsForChild {
 			return w, nil
 		}
@@ -71,7 +78,7 @@ func TTYWait(pgrp int, ttyPath string) (Wait, error) {
 		if m.PID == pgrp {
 			continue
 		}
-		w, _ := taskWait(m, ttyPath)
+		w, _ := taskWait(m, tty)
 		switch w.State {
 		case WaitingInput:
 			return w, nil
@@ -84,7 +91,12 @@ func TTYWait(pgrp int, ttyPath string) (Wait, error) {
 
 // taskWait checks every thread of p. waitsForChild is true when a thread is
 // blocked in wait4/waitid, so the work happens in another member.
-func taskWait(p Proc, ttyPath string) (w Wait, waitsForChild bool) {
+func taskWait(p Proc, tty terminal) (w Wait, waitsForChild bool) {
+	if p.State == 'T' || p.State == 't' {
+		// Stopped (SIGSTOP, or traced): it may sit in read, but it reads
+		// nothing until it is continued.
+		return Wait{State: NotWaiting}, false
+	}
 	base := "/proc/" + strconv.Itoa(p.PID)
 	tids, err := readDirNames(base + "/task")
 	if err != nil {
@@ -107,15 +119,15 @@ func taskWait(p Proc, ttyPath string) (w Wait, waitsForChild bool) {
 		var state WaitState
 		switch kind {
 		case kindRead:
-			if fdIsTTY(base, int(call.args[0]), ttyPath) {
+			if tty.is(p, base, int(call.args[0])) {
 				state = WaitingInput
 			}
 		case kindSelect:
-			state = selectWatchesTTY(p.PID, base, call, ttyPath)
+			state = selectWatchesTTY(p, base, call, tty)
 		case kindPoll:
-			state = pollWatchesTTY(p.PID, base, call, ttyPath)
+			state = pollWatchesTTY(p, base, call, tty)
 		case kindEpoll:
-			if epollWatchesTTY(base, int(call.args[0]), ttyPath) {
+			if epollWatchesTTY(p, base, int(call.args[0]), tty) {
 				state = WaitUnknown
 			}
 		case kindWaitChild:
@@ -177,19 +189,37 @@ func parseSyscall(b []byte) (syscallState, bool) {
 	return s, true
 }
 
-func fdIsTTY(base string, fd int, ttyPath string) bool {
+// terminal is the terminal asked about: its slave's path and device number.
+type terminal struct {
+	path string
+	nr   int // as in /proc/PID/stat's tty_nr; -1 when unknown
+}
+
+// is reports whether fd of process p is the terminal: opened by its path,
+// or as /dev/tty while it is p's controlling terminal (how sudo, ssh and
+// less ask for passwords and keys).
+func (t terminal) is(p Proc, base string, fd int) bool {
 	if fd < 0 {
 		return false
 	}
 	target, err := os.Readlink(base + "/fd/" + strconv.Itoa(fd))
-	return err == nil && target == ttyPath
+	if err != nil {
+		return false
+	}
+	return target == t.path || target == "/dev/tty" && t.nr > 0 && p.TTYNr == t.nr
+}
+
+// encodeDev encodes a device number the way /proc/PID/stat shows tty_nr.
+func encodeDev(rdev uint64) int {
+	major, minor := unix.Major(rdev), unix.Minor(rdev)
+	return int(minor&0xff | major<<8 | (minor&^0xff)<<12)
 }
 
 // maxWatchedFDs bounds how much of a select or poll set is read.
 const maxWatchedFDs = 4096
 
 // selectWatchesTTY reads the read set of select/pselect6(nfds, readfds, ...).
-func selectWatchesTTY(pid int, base string, call syscallState, ttyPath string) WaitState {
+func selectWatchesTTY(p Proc, base string, call syscallState, tty terminal) WaitState {
 	nfds := int(call.args[0])
 	addr := call.args[1]
 	if nfds <= 0 || addr == 0 {
@@ -198,14 +228,14 @@ func selectWatchesTTY(pid int, base string, call syscallState, ttyPath string) W
 	if nfds > maxWatchedFDs {
 		nfds = maxWatchedFDs
 	}
-	set, err := readMem(pid, addr, (nfds+7)/8)
+	set, err := readMem(p.PID, addr, (nfds+7)/8)
 	if err != nil {
 		return WaitUnknown
 	}
 	// fd_set is an array of longs; on little-endian machines bit n of the set
 	// is bit n%8 of byte n/8.
 	for fd := 0; fd < nfds; fd++ {
-		if set[fd/8]&(1<<(fd%8)) != 0 && fdIsTTY(base, fd, ttyPath) {
+		if set[fd/8]&(1<<(fd%8)) != 0 && tty.is(p, base, fd) {
 			return WaitingInput
 		}
 	}
@@ -213,7 +243,7 @@ func selectWatchesTTY(pid int, base string, call syscallState, ttyPath string) W
 }
 
 // pollWatchesTTY reads the pollfd array of poll/ppoll(fds, nfds, ...).
-func pollWatchesTTY(pid int, base string, call syscallState, ttyPath string) WaitState {
+func pollWatchesTTY(p Proc, base string, call syscallState, tty terminal) WaitState {
 	addr := call.args[0]
 	nfds := int(call.args[1])
 	if nfds <= 0 || addr == 0 {
@@ -223,7 +253,7 @@ func pollWatchesTTY(pid int, base string, call syscallState, ttyPath string) Wai
 		nfds = maxWatchedFDs
 	}
 	const pollfdSize = 8 // int fd; short events; short revents
-	raw, err := readMem(pid, addr, nfds*pollfdSize)
+	raw, err := readMem(p.PID, addr, nfds*pollfdSize)
 	if err != nil {
 		return WaitUnknown
 	}
@@ -232,7 +262,7 @@ func pollWatchesTTY(pid int, base string, call syscallState, ttyPath string) Wai
 		rec := raw[i*pollfdSize:]
 		fd := int32(binary.LittleEndian.Uint32(rec[0:4]))
 		events := binary.LittleEndian.Uint16(rec[4:6])
-		if fd >= 0 && events&wantsInput != 0 && fdIsTTY(base, int(fd), ttyPath) {
+		if fd >= 0 && events&wantsInput != 0 && tty.is(p, base, int(fd)) {
 			return WaitingInput
 		}
 	}
@@ -241,7 +271,7 @@ func pollWatchesTTY(pid int, base string, call syscallState, ttyPath string) Wai
 
 // epollWatchesTTY looks for the terminal among the targets of an epoll fd,
 // listed as "tfd: N ..." lines in /proc/PID/fdinfo/EPFD.
-func epollWatchesTTY(base string, epfd int, ttyPath string) bool {
+func epollWatchesTTY(p Proc, base string, epfd int, tty terminal) bool {
 	f, err := os.Open(base + "/fdinfo/" + strconv.Itoa(epfd))
 	if err != nil {
 		return false
@@ -258,7 +288,7 @@ func epollWatchesTTY(base string, epfd int, ttyPath string) bool {
 			continue
 		}
 		fd, err := strconv.Atoi(string(fields[1]))
-		if err == nil && fdIsTTY(base, fd, ttyPath) {
+		if err == nil && tty.is(p, base, fd) {
 			return true
 		}
 	}

@@ -116,6 +116,21 @@ func TestCloseConcurrentWithProbes(t *testing.T) {
 	r := run(t, "cat")
 	r.probeUntil("cat waiting", waiting)
 
+	// At most 16 probes in flight, as a caller with a timer would have a
+	// few: each ProbeWait starts a goroutine that reads /proc, and Close
+	// waits for all of them, so a loop calling it without pause piles up
+	// enough (tens of thousands under -race) to keep Close busy for
+	// seconds. A slot is freed when a Probe is delivered; after Close none
+	// is, and the probers stop.
+	slots := make(chan struct{}, 16)
+	r.mu.Lock()
+	r.onProbe = func(*ptyproc.Probe) {
+		select {
+		case <-slots:
+		default:
+		}
+	}
+	r.mu.Unlock()
 	stop := make(chan struct{})
 	var probers sync.WaitGroup
 	for range 4 {
@@ -126,7 +141,7 @@ func TestCloseConcurrentWithProbes(t *testing.T) {
 				select {
 				case <-stop:
 					return
-				default:
+				case slots <- struct{}{}:
 				}
 				r.p.ProbeWait(i)
 			}

@@ -12,8 +12,9 @@
 //     outstanding at any time, so a program that floods the terminal cannot
 //     fill a mailbox: the reader stops reading until a chunk is released and
 //     the kernel then makes the program wait (flow control, not loss).
-//   - *OutputClosed: the terminal's output ended (every holder of the slave side
-//     closed it). Output sent earlier was delivered first.
+//   - *OutputClosed: the reader stopped; in practice only on errors, since the
+//     Process keeps a slave descriptor of its own open (for the input-pending
+//     check) and the master therefore never reads EIO. Exited reports the end.
 //   - *Exited: the program the process was started with has exited. Other
 //     members of its session may live on; Close kills them.
 //   - *Probe: the answer to [Process.ProbeWait]: whether the terminal's

@@ -33,6 +33,9 @@ type proc struct {
 	// default handling (copy the bytes, release at once, or hold them when
 	// hold is set). It is called with mu held and must not block.
 	onOutput func(*ptyproc.Output)
+	// onProbe, when set, is called with each *Probe, with mu held, after it
+	// has been recorded. It must not block.
+	onProbe func(*ptyproc.Probe)
 
 	mu          sync.Mutex
 	hold        bool
@@ -168,6 +171,9 @@ func (r *proc) deliver(m any) {
 	case *ptyproc.Probe:
 		r.senders[m.Proc] = true
 		r.probes = append(r.probes, seenProbe{m, len(r.out)})
+		if r.onProbe != nil {
+			r.onProbe(m)
+		}
 	default:
 		r.unexpected = append(r.unexpected, fmt.Sprintf("%T", m))
 	}
