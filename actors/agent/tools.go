@@ -24,17 +24,23 @@ import (
 type handler func(a *Actor, ctx actor.Context, call *messages.ToolCall)
 
 var handlers = map[string]handler{
-	shell.ToolName:      bashTool,
-	terminal.ToolOpen:   openTool,
-	terminal.ToolSend:   sendTool,
-	terminal.ToolRead:   forTerminal(func(c *messages.ToolCall, a *terminal.ReadArgs) (string, any) { return a.TerminalID, &terminal.Read{CallID: c.CallId, Args: *a} }),
+	shell.ToolName:    bashTool,
+	terminal.ToolOpen: openTool,
+	terminal.ToolSend: sendTool,
+	terminal.ToolRead: forTerminal(func(c *messages.ToolCall, a *terminal.ReadArgs) (string, any) {
+		return a.TerminalID, &terminal.Read{CallID: c.CallId, Args: *a}
+	}),
 	terminal.ToolSignal: forTerminal(signalMessage),
-	terminal.ToolResize: forTerminal(func(c *messages.ToolCall, a *terminal.ResizeArgs) (string, any) { return a.TerminalID, &terminal.Resize{CallID: c.CallId, Cols: a.Cols, Rows: a.Rows} }),
-	terminal.ToolClose:  forTerminal(func(c *messages.ToolCall, a *terminal.IDArgs) (string, any) { return a.TerminalID, &terminal.Close{CallID: c.CallId} }),
-	terminal.ToolList:   listTool,
-	tasks.ToolOutput:    taskOutputTool,
-	tasks.ToolKill:      taskKillTool,
-	tasks.ToolList:      taskListTool,
+	terminal.ToolResize: forTerminal(func(c *messages.ToolCall, a *terminal.ResizeArgs) (string, any) {
+		return a.TerminalID, &terminal.Resize{CallID: c.CallId, Cols: a.Cols, Rows: a.Rows}
+	}),
+	terminal.ToolClose: forTerminal(func(c *messages.ToolCall, a *terminal.IDArgs) (string, any) {
+		return a.TerminalID, &terminal.Close{CallID: c.CallId}
+	}),
+	terminal.ToolList: listTool,
+	tasks.ToolOutput:  taskOutputTool,
+	tasks.ToolKill:    taskKillTool,
+	tasks.ToolList:    taskListTool,
 }
 
 func isTaskTool(name string) bool { return strings.HasPrefix(name, "task_") }

@@ -73,13 +73,13 @@ type Actor struct {
 
 // waiter is a call (or a task) waiting for the program to be ready.
 type waiter struct {
-	kind     waiterKind
-	callID   string
-	sender   *actor.PID
-	from     int64 // where its output starts in the history
-	wait     time.Duration
-	timer    *time.Timer
-	args     ReadArgs
+	kind   waiterKind
+	callID string
+	sender *actor.PID
+	from   int64 // where its output starts in the history
+	wait   time.Duration
+	timer  *time.Timer
+	args   ReadArgs
 }
 
 type waiterKind int
