@@ -102,7 +102,11 @@ func (p protocol) initLine() []byte {
 func (p protocol) commandLine(seq uint64, text string) []byte {
 	var b bytes.Buffer
 	b.Grow(len(text)*2 + 64)
-	fmt.Fprintf(&b, " %s=%d;\\eval $'", p.seqVar, seq)
+	b.WriteByte(' ')
+	b.WriteString(p.seqVar)
+	b.WriteByte('=')
+	b.Write(strconv.AppendUint(b.AvailableBuffer(), seq, 10))
+	b.WriteString(";\\eval $'")
 	lineLen := b.Len()
 	for i := 0; i < len(text); i++ {
 		c := text[i]

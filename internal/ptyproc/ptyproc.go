@@ -634,16 +634,28 @@ func (p *Process) ReadPending() (b []byte, ok bool) {
 		return nil, false
 	}
 	defer p.readMu.Unlock()
-	buf := make([]byte, ChunkSize)
+	// Most of the time nothing is pending: FIONREAD says so for less than a
+	// read that ends in EAGAIN. (It does not see bytes still in the kernel's
+	// buffer work; those arrive through the reader.)
+	var queued int
+	if err := p.control(func(fd int) error {
+		var err error
+		queued, err = unix.IoctlGetInt(fd, unix.TIOCINQ)
+		return err
+	}); err == nil && queued == 0 {
+		return nil, true
+	}
+	bufp := chunkPool.Get().(*[]byte)
+	defer chunkPool.Put(bufp)
 	var n int
 	_ = p.control(func(fd int) error {
-		n, _ = unix.Read(fd, buf)
+		n, _ = unix.Read(fd, *bufp)
 		return nil
 	})
 	if n <= 0 {
-		return nil, true
+		return nil, true // the usual case: no allocation
 	}
-	return buf[:n], true
+	return append([]byte(nil), (*bufp)[:n]...), true
 }
 
 // inputPending reports whether input written to the terminal has not been

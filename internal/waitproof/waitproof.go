@@ -31,6 +31,7 @@
 package waitproof
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
@@ -78,9 +79,10 @@ const (
 type Tracker struct {
 	send  func(any)
 	proc  *ptyproc.Process
-	timer *time.Timer
-	// n numbers looks; only the newest one counts.
-	n          uint64
+	timer *time.Timer // made once, then Reset: a timer per look costs more
+	// n numbers looks; only the newest one counts. The timer's function
+	// reads it, hence atomic.
+	n          atomic.Uint64
 	at         time.Time
 	delay      time.Duration
 	lastOutput time.Time
@@ -106,10 +108,9 @@ func (t *Tracker) Start(proc *ptyproc.Process) {
 // Stop ends the episode.
 func (t *Tracker) Stop() {
 	t.active = false
-	t.n++
+	t.n.Add(1)
 	if t.timer != nil {
 		t.timer.Stop()
-		t.timer = nil
 	}
 }
 
@@ -131,21 +132,21 @@ func (t *Tracker) SilentFor() time.Duration { return time.Since(t.lastOutput) }
 
 // Tick handles the tracker's timer: it takes a look, or waits for quiet.
 func (t *Tracker) Tick(m *Tick) {
-	if m.t != t || m.n != t.n || !t.active {
+	if m.t != t || m.n != t.n.Load() || !t.active {
 		return
 	}
 	if quiet := time.Since(t.lastOutput); quiet < Quiet {
 		t.arm(Quiet - quiet)
 		return
 	}
-	t.proc.ProbeWait(tag{t, t.n})
+	t.proc.ProbeWait(tag{t, t.n.Load()})
 }
 
 // Probe judges a probe and schedules the next look unless the verdict is
 // Waiting or Stale. wait names the waiting process for Waiting and Unknown.
 func (t *Tracker) Probe(p *ptyproc.Probe) (v Verdict, wait procfs.Wait) {
 	tg, ok := p.Tag.(tag)
-	if !ok || tg.t != t || tg.n != t.n || !t.active || p.Proc != t.proc {
+	if !ok || tg.t != t || tg.n != t.n.Load() || !t.active || p.Proc != t.proc {
 		return Stale, procfs.Wait{}
 	}
 	if p.Err == nil {
@@ -188,11 +189,14 @@ func (t *Tracker) backoff() {
 }
 
 func (t *Tracker) arm(d time.Duration) {
-	if t.timer != nil {
-		t.timer.Stop()
-	}
-	t.n++
-	m, send := &Tick{t: t, n: t.n}, t.send
+	t.n.Add(1)
 	t.at = time.Now().Add(d)
-	t.timer = time.AfterFunc(d, func() { send(m) })
+	if t.timer == nil {
+		send := t.send
+		t.timer = time.AfterFunc(d, func() { send(&Tick{t: t, n: t.n.Load()}) })
+		return
+	}
+	// A firing that raced with this Reset carries the new number and only
+	// makes a look early, which Tick tolerates.
+	t.timer.Reset(d)
 }
