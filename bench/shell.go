@@ -239,14 +239,19 @@ func percentile(d []time.Duration, p int) float64 {
 	return float64(s[i-1].Nanoseconds()) / 1e3
 }
 
-// WriteTable prints a report for people.
-func (r ShellReport) WriteTable(w io.Writer) error {
+// writeScenarios prints scenarios as a table.
+func writeScenarios(w io.Writer, scenarios []Scenario) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "scenario\tsamples\tp50 µs\tp99 µs\tfloor p50 µs\tfloor p99 µs\tp50 / floor\t")
-	for _, s := range r.Scenarios {
+	for _, s := range scenarios {
 		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.2fx\t\n", s.Name, s.Samples, s.P50us, s.P99us, s.FloorP50us, s.FloorP99us, s.RatioP50)
 	}
-	if err := tw.Flush(); err != nil {
+	return tw.Flush()
+}
+
+// WriteTable prints a report for people.
+func (r ShellReport) WriteTable(w io.Writer) error {
+	if err := writeScenarios(w, r.Scenarios); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "\n%d agents at once: %d calls, %.0f calls/s, %d errors\n", r.Agents, r.Calls, r.CallsPerSec, r.Errors)

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"sort"
-	"text/tabwriter"
 	"time"
 
 	"github.com/creack/pty"
@@ -182,12 +181,7 @@ func floorOpen(ctx context.Context, argv, env []string, prompt string) (time.Dur
 
 // WriteTable prints a report for people.
 func (r TerminalReport) WriteTable(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tsamples\tp50 µs\tp99 µs\tfloor p50 µs\tfloor p99 µs\tp50 / floor\t")
-	for _, s := range r.Scenarios {
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.2fx\t\n", s.Name, s.Samples, s.P50us, s.P99us, s.FloorP50us, s.FloorP99us, s.RatioP50)
-	}
-	if err := tw.Flush(); err != nil {
+	if err := writeScenarios(w, r.Scenarios); err != nil {
 		return err
 	}
 	reasons := make([]string, 0, len(r.Reasons))

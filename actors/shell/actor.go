@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/dsh-actors/dsh-actors/internal/inband"
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 	"github.com/dsh-actors/dsh-actors/internal/waitproof"
@@ -89,9 +90,9 @@ type Actor struct {
 
 	proc    *ptyproc.Process
 	proto   protocol
-	ready   bool   // the init line's marker has been seen
-	seq     uint64 // last sequence number written
-	carry   []byte // bytes that may begin a marker
+	ready   bool          // the init line's marker has been seen
+	seq     uint64        // last sequence number written
+	stream  inband.Stream // markers out of the output
 	idle    collector
 	waiting *waitingCommand // a command left waiting for input
 
@@ -293,8 +294,8 @@ func (a *Actor) startShell() error {
 		bash = "bash"
 	}
 	a.proto = newProtocol()
+	a.stream = inband.Stream{Scanner: a.proto.scan}
 	a.ready = false
-	a.carry = nil
 	proc, err := ptyproc.Start(ptyproc.Options{
 		Path: bash,
 		Args: []string{"--norc", "--noprofile", "--noediting", "-i"},
@@ -339,29 +340,11 @@ func shellEnv(base []string) []string {
 // output routes program output around the markers in it.
 func (a *Actor) output(ctx actor.Context, data []byte) {
 	a.wait.Output()
-	buf := data
-	if len(a.carry) > 0 {
-		buf = append(a.carry, data...)
-		a.carry = nil
-	}
-	for len(buf) > 0 {
-		m, start, end, partial, found := a.proto.findMarker(buf)
-		if !found {
-			if partial >= 0 {
-				a.sink(buf[:partial])
-				a.carry = append([]byte(nil), buf[partial:]...)
-			} else {
-				a.sink(buf)
-			}
-			break
-		}
-		a.sink(buf[:start])
-		buf = buf[end:]
+	a.stream.Feed(data, a.sink, func(body []byte) bool {
+		m, _ := parseMarkerBody(body)
 		a.marker(ctx, m)
-		if a.proc == nil {
-			return // the marker ended this shell
-		}
-	}
+		return a.proc != nil // a marker that ended this shell ends the chunk
+	})
 }
 
 // sink files output under whatever is going on.
@@ -517,7 +500,7 @@ func (a *Actor) teardown() {
 		a.proc = nil
 	}
 	a.ready = false
-	a.carry = nil
+	a.stream.Reset()
 	a.waiting = nil
 }
 

@@ -137,15 +137,6 @@ type marker struct {
 	status int
 }
 
-// findMarker looks for a complete marker in b; see inband.Scanner.Find.
-func (p protocol) findMarker(b []byte) (m marker, start, end, partial int, found bool) {
-	body, start, end, partial, found := p.scan.Find(b)
-	if found {
-		m, _ = parseMarkerBody(body)
-	}
-	return m, start, end, partial, found
-}
-
 // parseMarkerBody parses "seq:status"; seq may be empty (a prompt that no
 // command line of ours asked for).
 func parseMarkerBody(b []byte) (marker, bool) {

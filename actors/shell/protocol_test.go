@@ -30,7 +30,8 @@ func TestFindMarker(t *testing.T) {
 		{in: mk("x:y") + mk("3:2"), found: true, seq: 3, hasSeq: true, status: 2, start: len(mk("x:y")), partial: -1},
 	}
 	for _, c := range cases {
-		m, start, end, partial, found := p.findMarker([]byte(c.in))
+		body, start, end, partial, found := p.scan.Find([]byte(c.in))
+		m, _ := parseMarkerBody(body)
 		if found != c.found || partial != c.partial {
 			t.Errorf("%q: found %v partial %d, want %v %d", c.in, found, partial, c.found, c.partial)
 			continue

@@ -58,9 +58,8 @@ type Actor struct {
 	startErr error
 	command  string
 	hist     *history
-	readPos  int64 // the model's read cursor
-	scan     *inband.Scanner
-	carry    []byte
+	readPos  int64          // the model's read cursor
+	stream   *inband.Stream // prompt markers of the default shell; nil otherwise
 	// promptIdle: our shell's prompt marker came and no input since.
 	promptIdle bool
 	exit       *ptyproc.ExitStatus
@@ -203,7 +202,7 @@ func (a *Actor) start() {
 		_, _ = rand.Read(b[:])
 		nonce := hex.EncodeToString(b[:])
 		lead := []byte(termMarkerLead + nonce + ":")
-		a.scan = &inband.Scanner{Lead: lead, MaxLen: len(lead) + 12, Valid: validStatus}
+		a.stream = &inband.Stream{Scanner: inband.Scanner{Lead: lead, MaxLen: len(lead) + 12, Valid: validStatus}}
 		env = setEnv(env, "PROMPT_COMMAND", `printf '\036DST`+nonce+`:%s\036' $?`)
 		env = setEnv(env, "PS1", `\$ `)
 		path, argv = "bash", []string{"--norc", "--noprofile", "-i"}
@@ -545,29 +544,13 @@ func (a *Actor) respondPage(ctx actor.Context, m *Read) {
 // tracker told.
 func (a *Actor) output(ctx actor.Context, data []byte) {
 	a.wait.Output()
-	if a.scan == nil {
+	if a.stream == nil {
 		a.hist.write(data)
 	} else {
-		buf := data
-		if len(a.carry) > 0 {
-			buf = append(a.carry, data...)
-			a.carry = nil
-		}
-		for len(buf) > 0 {
-			_, start, end, partial, found := a.scan.Find(buf)
-			if !found {
-				if partial >= 0 {
-					a.hist.write(buf[:partial])
-					a.carry = append([]byte(nil), buf[partial:]...)
-				} else {
-					a.hist.write(buf)
-				}
-				break
-			}
-			a.hist.write(buf[:start])
-			buf = buf[end:]
+		a.stream.Feed(data, a.hist.write, func([]byte) bool {
 			a.promptIdle = true
-		}
+			return true
+		})
 	}
 	a.feedTask(ctx)
 	if a.promptIdle && len(a.waiters) > 0 {

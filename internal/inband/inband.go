@@ -60,3 +60,44 @@ func (s Scanner) Find(b []byte) (body []byte, start, end, partial int, found boo
 		return body, i, i + len(s.Lead) + j + 1, -1, true
 	}
 }
+
+// Stream finds markers in a stream that arrives in chunks: a marker split
+// across chunks is found once the rest arrives. The zero value with a
+// Scanner set is ready to use.
+type Stream struct {
+	Scanner
+	carry []byte
+}
+
+// Feed splits data into text and markers, in order: text is called with
+// runs of ordinary output, marker with each marker's body. When marker
+// returns false, Feed stops and drops the rest (the stream's owner has
+// thrown the stream away). Bytes that may begin a marker are kept for the
+// next Feed.
+func (s *Stream) Feed(data []byte, text func([]byte), marker func(body []byte) bool) {
+	buf := data
+	if len(s.carry) > 0 {
+		buf = append(s.carry, data...)
+		s.carry = nil
+	}
+	for len(buf) > 0 {
+		body, start, end, partial, found := s.Find(buf)
+		if !found {
+			if partial >= 0 {
+				text(buf[:partial])
+				s.carry = append([]byte(nil), buf[partial:]...)
+			} else {
+				text(buf)
+			}
+			return
+		}
+		text(buf[:start])
+		buf = buf[end:]
+		if !marker(body) {
+			return
+		}
+	}
+}
+
+// Reset forgets bytes kept from earlier chunks.
+func (s *Stream) Reset() { s.carry = nil }
