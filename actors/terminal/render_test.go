@@ -1,0 +1,59 @@
+package terminal
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestHistoryNormalisesCRLFAcrossChunks(t *testing.T) {
+	h := newHistory(1 << 20)
+	for _, c := range []string{"a\r", "\nb\r\n", "c\rd\r", "\r\n"} {
+		h.write([]byte(c))
+	}
+	got, _ := h.slice(0, h.end())
+	if string(got) != "a\nb\nc\rd\r\n" {
+		t.Fatalf("%q", got)
+	}
+}
+
+func TestHistoryDropsTheOldestAndSaysWhere(t *testing.T) {
+	h := newHistory(4096)
+	for i := 0; i < 100; i++ {
+		h.write([]byte(strings.Repeat("x", 100)))
+	}
+	if h.end() != 10000 || h.first() != 10000-4096 {
+		t.Fatalf("end %d first %d", h.end(), h.first())
+	}
+	b, from := h.slice(0, 50)
+	if b != nil || from != h.first() {
+		t.Fatalf("dropped range: %q from %d", b, from)
+	}
+	b, from = h.slice(9990, 20000)
+	if len(b) != 10 || from != 9990 {
+		t.Fatalf("%d bytes from %d", len(b), from)
+	}
+}
+
+// Every rendering fits the cap, keeps its metadata whole and its text valid.
+func TestRenderFitsTheCap(t *testing.T) {
+	raw := []byte(strings.Repeat("é✓ line\n", 10000)) // 110 KB: more than every cap below
+	for _, keepHead := range []bool{false, true} {
+		for _, max := range []int{1024, 2000, 65536} {
+			p := page{head: []string{"[head]"}, raw: raw, from: 100, asked: 40, tail: []string{"[tail one]", "[tail two]"}, keepHead: keepHead}
+			text := p.render(max)
+			if len(text) > max || !utf8.ValidString(text) {
+				t.Fatalf("max %d: %d bytes, valid %v", max, len(text), utf8.ValidString(text))
+			}
+			for _, want := range []string{"[head]", "[tail one]", "[tail two]", "60 bytes of output before offset 100 were dropped", "not shown"} {
+				if !strings.Contains(text, want) {
+					t.Fatalf("max %d, keepHead %v: %q missing from\n%s", max, keepHead, want, text)
+				}
+			}
+		}
+	}
+	small := page{raw: []byte("hi\n"), tail: []string{"[t]"}}
+	if got := small.render(1024); got != "hi\n[t]" {
+		t.Fatalf("%q", got)
+	}
+}

@@ -1,0 +1,55 @@
+package inband
+
+import (
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// However a stream is cut into chunks, Feed finds the same text and markers.
+func TestStreamFindsMarkersAcrossAnySplit(t *testing.T) {
+	lead := "\x1eM1:"
+	s := Scanner{Lead: []byte(lead), MaxLen: 20}
+	input := "before\x1e" + lead + "7\x1e" + "mid" + lead + "x\x1eafter\x1eM"
+	want := "before\x1e|7|mid|x|after\x1eM"
+	for cut := 0; cut <= len(input); cut++ {
+		for cut2 := cut; cut2 <= len(input); cut2++ {
+			st := &Stream{Scanner: s}
+			var got strings.Builder
+			for _, chunk := range []string{input[:cut], input[cut:cut2], input[cut2:]} {
+				st.Feed([]byte(chunk), func(b []byte) { got.Write(b) }, func(body []byte) bool {
+					got.WriteString("|" + string(body) + "|")
+					return true
+				})
+			}
+			// The trailing partial lead is held back, not lost: flush it.
+			got.Write(st.carry)
+			if g := strings.ReplaceAll(got.String(), "||", "|"); g != want {
+				t.Fatalf("cuts %d,%d: got %q, want %q", cut, cut2, g, want)
+			}
+		}
+	}
+}
+
+func TestScannerRejectsWhatIsNotAMarker(t *testing.T) {
+	s := Scanner{Lead: []byte("\x1eM:"), MaxLen: 8, Valid: func(b []byte) bool { return len(b) == 1 }}
+	if _, _, _, _, found := s.Find([]byte("\x1eM:toolong\x1e")); found {
+		t.Fatal("a body past MaxLen was taken for a marker")
+	}
+	if _, _, _, _, found := s.Find([]byte("\x1eM:ab\x1e")); found {
+		t.Fatal("an invalid body was taken for a marker")
+	}
+	body, start, end, _, found := s.Find([]byte("x\x1eM:ab\x1e\x1eM:c\x1ey"))
+	if !found || string(body) != "c" || start != 7 || end != 12 {
+		t.Fatalf("%q %d %d %v", body, start, end, found)
+	}
+	var stopped []string
+	st := &Stream{Scanner: s}
+	st.Feed([]byte("a\x1eM:1\x1eb\x1eM:2\x1ec"), func(b []byte) { stopped = append(stopped, string(b)) }, func([]byte) bool { return false })
+	if strings.Join(stopped, ",") != "a" {
+		t.Fatalf("Feed went on after marker returned false: %q", stopped)
+	}
+}

@@ -1,0 +1,35 @@
+package safetext
+
+import (
+	"testing"
+	"unicode/utf8"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestString(t *testing.T) {
+	if got := String([]byte("a\x00b\xffc\xe2\x9c")); got != "a\u2400b\uFFFDc\uFFFD" {
+		t.Fatalf("%q", got)
+	}
+	if got := String([]byte("plain ✓")); got != "plain ✓" {
+		t.Fatalf("%q", got)
+	}
+}
+
+func TestHeadAndTailNeverSplitACharacter(t *testing.T) {
+	s := "a✓b✓c" // ✓ is 3 bytes
+	for n := -1; n <= len(s)+1; n++ {
+		h, tl := Head(s, n), Tail(s, n)
+		if !utf8.ValidString(h) || !utf8.ValidString(tl) || len(h) > max(n, 0) || len(tl) > max(n, 0) {
+			t.Fatalf("n=%d: head %q tail %q", n, h, tl)
+		}
+		if hb := Head([]byte(s), n); string(hb) != h {
+			t.Fatalf("n=%d: []byte head %q, string head %q", n, hb, h)
+		}
+	}
+	if Head(s, 2) != "a" || Tail(s, 2) != "c" || Tail(s, 4) != "✓c" {
+		t.Fatalf("%q %q %q", Head(s, 2), Tail(s, 2), Tail(s, 4))
+	}
+}

@@ -1,0 +1,54 @@
+package toolargs
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type args struct {
+	Name  string `json:"name" jsonschema:"who"`
+	Count int    `json:"count,omitempty"`
+	Extra bool   `json:"extra,omitempty"`
+}
+
+func TestDecodeIsStrict(t *testing.T) {
+	var a args
+	cases := map[string]string{
+		`{"name":"x","nmae":1}`: `unknown field "nmae"`,
+		`{"name":"x"} {}`:       "more than one JSON value",
+		`[1]`:                   "cannot unmarshal array",
+		``:                      "arguments missing",
+		`null`:                  "arguments missing",
+	}
+	for in, want := range cases {
+		if err := Decode("tool", []byte(in), &a, false, `{"name":"x"}`); err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "tool: ") {
+			t.Errorf("%q: %v, want %q", in, err, want)
+		}
+	}
+	if err := Decode("tool", nil, &a, true, "{}"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Decode("tool", []byte(` {"name":"x","count":2} `), &a, false, ""); err != nil || a.Name != "x" || a.Count != 2 {
+		t.Fatalf("%+v %v", a, err)
+	}
+}
+
+func TestSchemaFromTypeWithOmissions(t *testing.T) {
+	var s struct {
+		Type       string                    `json:"type"`
+		Properties map[string]map[string]any `json:"properties"`
+		Required   []string                  `json:"required"`
+	}
+	if err := json.Unmarshal(Schema[args]("extra"), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Type != "object" || s.Properties["name"]["description"] != "who" || s.Properties["extra"] != nil ||
+		s.Properties["count"] == nil || len(s.Required) != 1 || s.Required[0] != "name" {
+		t.Fatalf("%+v", s)
+	}
+}

@@ -1,0 +1,86 @@
+package waitproof
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
+	"github.com/dsh-actors/dsh-actors/internal/testkit"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testkit.LeakOptions()...) }
+
+// run plays the owner's part: it feeds the tracker's ticks and the process's
+// probes back to it until judge says stop, or fails the test at the deadline.
+func run(t *testing.T, command string, judge func(v Verdict, probes int) bool) {
+	t.Helper()
+	mark := testkit.ProcessMark(t)
+	ch := make(chan any, 1024)
+	send := func(m any) { ch <- m }
+	proc, err := ptyproc.Start(ptyproc.Options{Path: "bash", Args: []string{"-c", command}, Env: append(os.Environ(), mark)}, send)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proc.Close() })
+	tr := New(send)
+	tr.Start(proc)
+	defer tr.Stop()
+	deadline := time.After(testkit.Timeout)
+	probes := 0
+	for {
+		select {
+		case m := <-ch:
+			switch m := m.(type) {
+			case *Tick:
+				tr.Tick(m)
+			case *ptyproc.Probe:
+				probes++
+				v, _ := tr.Probe(m)
+				if judge(v, probes) {
+					return
+				}
+			case *ptyproc.Output:
+				tr.Output()
+				m.Release()
+			}
+		case <-deadline:
+			t.Fatalf("no decision after %d probes", probes)
+		}
+	}
+}
+
+func TestCatIsProvenWaiting(t *testing.T) {
+	run(t, "cat", func(v Verdict, _ int) bool { return v == Waiting })
+}
+
+// A program that sleeps is never judged waiting, however often it is looked at.
+func TestSleepIsNeverWaiting(t *testing.T) {
+	run(t, "sleep 100", func(v Verdict, probes int) bool {
+		if v == Waiting {
+			t.Fatal("sleep judged waiting for input")
+		}
+		return probes >= 8
+	})
+}
+
+// An epoll program can only be Unknown.
+func TestEpollIsUnknown(t *testing.T) {
+	run(t, `exec python3 -c 'import selectors,sys; s=selectors.EpollSelector(); s.register(sys.stdin, selectors.EVENT_READ); s.select()'`,
+		func(v Verdict, _ int) bool {
+			if v == Waiting {
+				t.Fatal("epoll judged proven")
+			}
+			return v == Unknown
+		})
+}
+
+func TestStaleTicksAndProbesAreIgnored(t *testing.T) {
+	tr := New(func(any) {})
+	if v, _ := tr.Probe(&ptyproc.Probe{Tag: "someone else's"}); v != Stale {
+		t.Fatalf("%v", v)
+	}
+	tr.Tick(&Tick{t: New(nil), n: 1}) // another tracker's: nothing happens
+}
