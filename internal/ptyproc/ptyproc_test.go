@@ -233,7 +233,7 @@ func TestWindowSize(t *testing.T) {
 	t.Run("Options and Resize", func(t *testing.T) {
 		// python3 reports every SIGWINCH with the size it then reads.
 		r := newProc(t).start(ptyproc.Options{Path: python(t), Args: []string{"-c", `
-import os, signal, sys
+import os, signal, sys, time
 def winch(*_):
     s = os.get_terminal_size(0)
     print("winch %dx%d" % (s.columns, s.lines), flush=True)
@@ -241,7 +241,7 @@ signal.signal(signal.SIGWINCH, winch)
 s = os.get_terminal_size(0)
 print("start %dx%d" % (s.columns, s.lines), flush=True)
 while True:
-    signal.pause()
+    time.sleep(3600)  # not pause(): a signal between print and pause() would be lost
 `}, Cols: 132, Rows: 50})
 		r.waitOutput("start 132x50\n")
 		if err := r.p.Resize(100, 30); err != nil {
