@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+	"unicode/utf8"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -199,7 +200,8 @@ func ValidateAgentID(id string) error {
 			ok = ok || c == '.' || c == '_' || c == ':' || c == '@' || c == '-'
 		}
 		if !ok {
-			return fmt.Errorf("host: agent id %q has %q at byte %d: %s", id, c, i, rule)
+			r, _ := utf8.DecodeRuneInString(id[i:])
+			return fmt.Errorf("host: agent id %q has %q at byte %d: %s", id, r, i, rule)
 		}
 	}
 	return nil

@@ -78,7 +78,7 @@ func openTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
 		return
 	}
 	if len(a.terminals) >= cfg.MaxTerminals {
-		ctx.Respond(errorResult(call, fmt.Sprintf("terminal_open: %d terminals are open, the limit (terminal.maxTerminals); close one you no longer need", len(a.terminals))))
+		ctx.Respond(errorResult(call, fmt.Sprintf("terminal_open: %d terminals are open, the limit (terminal.maxTerminals); close those you no longer need, exited ones too (terminal_list shows them)", len(a.terminals))))
 		return
 	}
 	a.lastTerminal++

@@ -191,7 +191,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		// bash still holds the terminal until it exits; Exited follows.
 	case *ptyproc.Exited:
 		if m.Proc == a.proc {
-			a.shellExited(ctx, m.Status)
+			a.shellExited(ctx, m.Status, m.InputPending)
 		}
 	case *ptyproc.Probe:
 		if m.Proc == a.proc {
@@ -238,6 +238,7 @@ type beginCall struct{ c *call }
 // then a command left waiting for input is interrupted, or c's command runs.
 func (a *Actor) begin(ctx actor.Context, c *call) {
 	if a.proc != nil {
+		c.proto = a.proto // to recognise our own lines in what comes before
 		// ok is false only while the reader hands over a chunk, which then
 		// lands behind this message and inside the call: a race with the
 		// program itself, as on any terminal.
@@ -323,6 +324,7 @@ func shellEnv(base []string) []string {
 		"PROMPT_COMMAND": true, "PS0": true, "PS1": true, "PS2": true, "PS4": true,
 		"BASH_ENV": true, "ENV": true, "HISTFILE": true, "TERM": true,
 		"PAGER": true, "GIT_PAGER": true, "SHELLOPTS": true, "BASHOPTS": true,
+		"TMOUT": true, // an inherited idle timeout would log the shell out between calls
 	}
 	env := make([]string, 0, len(base)+8)
 	for _, kv := range base {
@@ -450,7 +452,7 @@ func (a *Actor) finish(ctx actor.Context, c *call, r Result) {
 
 const resetNotice = "[the shell was reset: the next call starts a fresh shell, so the working directory, variables, functions and background jobs are gone]"
 
-func (a *Actor) shellExited(ctx actor.Context, st ptyproc.ExitStatus) {
+func (a *Actor) shellExited(ctx actor.Context, st ptyproc.ExitStatus, unread bool) {
 	how := "[shell exited]"
 	switch {
 	case st.Signal != 0:
@@ -460,6 +462,13 @@ func (a *Actor) shellExited(ctx actor.Context, st ptyproc.ExitStatus) {
 	}
 	c := a.cur
 	switch {
+	case c != nil && c.running && unread:
+		// The shell ended before it read this command (it was exiting
+		// already): run the command in a fresh shell instead of claiming it
+		// ran.
+		c.notes = append(c.notes, how[:len(how)-1]+" before it read this command; it runs in a fresh shell]")
+		c.running = false
+		a.reset(ResetExited, st.String(), c)
 	case c != nil && c.running:
 		r := Result{ShellExited: st.String(), ShellReset: true, FreshShell: c.fresh}
 		a.finish(ctx, c, a.render(c, &r, []string{how, resetNotice}))
@@ -538,7 +547,11 @@ func (a *Actor) ticked(ctx actor.Context, t *tick) {
 	switch t.kind {
 	case tickTimeout:
 		r := Result{TimedOut: true, ShellReset: true, IsError: true, FreshShell: c.fresh}
-		note := fmt.Sprintf("[timed out after %d ms: the command and its shell were killed; the next call starts a fresh shell]", c.timeout.Milliseconds())
+		limit := ""
+		if c.args.TimeoutMs > c.timeout.Milliseconds() {
+			limit = fmt.Sprintf(" (the configured limit; %d ms was asked for)", c.args.TimeoutMs)
+		}
+		note := fmt.Sprintf("[timed out after %d ms%s: the command and its shell were killed; the next call starts a fresh shell]", c.timeout.Milliseconds(), limit)
 		a.finish(ctx, c, a.render(c, &r, []string{note}))
 		a.reset(ResetTimeout, fmt.Sprintf("after %v", c.timeout), nil)
 	case tickStep:

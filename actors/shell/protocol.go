@@ -25,7 +25,7 @@ import (
 //
 // A command is sent as one logical line:
 //
-//	 __dsh_<nonce>_q=<seq>;\eval $'<text, escaped>'
+//	 __dsh_<nonce>_q=<seq>;\eval -- $'<text, escaped>'
 //
 // split into physical lines under the terminal's 4095-byte line limit with
 // backslash-newline continuations between $'...' pieces. Every byte that the
@@ -106,7 +106,7 @@ func (p protocol) commandLine(seq uint64, text string) []byte {
 	b.WriteString(p.seqVar)
 	b.WriteByte('=')
 	b.Write(strconv.AppendUint(b.AvailableBuffer(), seq, 10))
-	b.WriteString(";\\eval $'")
+	b.WriteString(";\\eval -- $'")
 	lineLen := b.Len()
 	for i := 0; i < len(text); i++ {
 		c := text[i]

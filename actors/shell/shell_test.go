@@ -423,7 +423,9 @@ func TestBadArgumentsAreErrorsNamingTheProblem(t *testing.T) {
 		{`{}`, `"command" is empty`},
 		{`{"command": "  "}`, `"command" is empty`},
 		{`{"command": "ls", "timeout": 5}`, `unknown field "timeout"`},
-		{`{"command": 5}`, "cannot unmarshal number"},
+		{`{"command": 5}`, `"command" must be a string, not number`},
+		{`{"command": "ls", "COMMAND": "x"}`, `unknown field "COMMAND" (did you mean "command"?)`},
+		{`{"command": "sleep 1", "timeout_ms": 2.5}`, `"timeout_ms" must be a whole number`},
 		{`{"command": "ls", "timeout_ms": -1}`, `"timeout_ms" is -1`},
 		{`{"command": "a\u0000b"}`, "NUL byte at offset 1"},
 		{`not json`, "invalid arguments"},
@@ -455,4 +457,33 @@ func TestShellOutputRedirectionAndTerminalModes(t *testing.T) {
 	bash(t, h, "a", "stty echo onlcr -icanon")
 	long := strings.Repeat("y", 3000)
 	wantText(t, bash(t, h, "a", "echo one\necho "+long+" | wc -c"), "one\n3001\n")
+}
+
+// A program that checks the keyboard between bits of work (a short select
+// timeout) is working, not waiting: it is not cut short.
+func TestPollingProgramIsNotTakenForWaiting(t *testing.T) {
+	h := newHost(t, nil)
+	res := bash(t, h, "a", `python3 -c '
+import select, sys
+for i in range(20):
+    select.select([sys.stdin], [], [], 0.02)
+print("finished")'`)
+	wantText(t, res, "finished\n")
+}
+
+// A shell that was already on its way out when a command was written did not
+// run it: the command runs in a fresh shell, and the result says so.
+func TestCommandWrittenToAnExitingShellRunsInAFreshOne(t *testing.T) {
+	h := newHost(t, nil)
+	file := filepath.Join(t.TempDir(), "did-run")
+	// Closing stdin makes bash exit at its next prompt, after the EXIT
+	// trap's pause: the next command is written while it is leaving.
+	bash(t, h, "a", "trap 'sleep 0.3' EXIT; exec 0<&-; echo closed")
+	res := bash(t, h, "a", "touch "+file+"; echo ran")
+	if !strings.HasSuffix(res.Text, "ran\n") || !res.FreshShell || exitCode(res) != "0" {
+		t.Fatalf("%q %+v", res.Text, res)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("the command did not run: %v", err)
+	}
 }

@@ -43,7 +43,7 @@ func (a Args) Validate() error {
 		return fmt.Errorf(`bash: "command" contains a NUL byte at offset %d: bash cannot take NUL in command text`, i)
 	}
 	if a.TimeoutMs < 0 {
-		return fmt.Errorf(`bash: "timeout_ms" is %d: it must be a positive number of milliseconds`, a.TimeoutMs)
+		return fmt.Errorf(`bash: "timeout_ms" is %d: give a positive number of milliseconds, or 0 for the configured limit`, a.TimeoutMs)
 	}
 	return nil
 }
@@ -51,13 +51,11 @@ func (a Args) Validate() error {
 // timeout is the call's limit: the configured one, or the smaller one asked
 // for.
 func (a Args) timeout(cfg Config) time.Duration {
-	limit := cfg.Timeout()
-	if a.TimeoutMs > 0 {
-		if d := time.Duration(a.TimeoutMs) * time.Millisecond; d < limit {
-			return d
-		}
+	if a.TimeoutMs > 0 && a.TimeoutMs < cfg.TimeoutMs {
+		// Compared as milliseconds: a huge value must not overflow a Duration.
+		return time.Duration(a.TimeoutMs) * time.Millisecond
 	}
-	return limit
+	return cfg.Timeout()
 }
 
 // Result is what one bash call produced. Text is what the model reads; the

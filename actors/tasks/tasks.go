@@ -413,11 +413,7 @@ func (t *task) result(callID, tool, note string) *messages.ToolResult {
 		tail = append(tail, line+"]")
 		data["ready_reason"] = t.ready.Reason
 		if t.ready.Exit != nil {
-			if t.ready.Exit.Signal != 0 {
-				data["exit_status"] = map[string]any{"signal": t.ready.Exit.Signal.String()}
-			} else {
-				data["exit_status"] = map[string]any{"code": t.ready.Exit.Code}
-			}
+			data["exit_status"] = terminal.ExitData(*t.ready.Exit)
 		}
 	} else {
 		tail = append(tail, fmt.Sprintf("[%s is still running on terminal %s; call task_output again later]", t.id, t.start.TerminalID))

@@ -188,11 +188,13 @@ func (a *Actor) Receive(ctx actor.Context) {
 // start starts the program.
 func (a *Actor) start() {
 	args := a.opts.Args
-	env := os.Environ()
+	base := os.Environ()
 	if a.opts.Env != nil {
-		env = append([]string(nil), a.opts.Env...)
+		base = a.opts.Env
 	}
-	env = setEnv(env, "TERM", "dumb")
+	// Later settings override earlier ones; built in one pass (a map), since
+	// a model may pass thousands of variables.
+	set := map[string]string{"TERM": "dumb"}
 	var path string
 	var argv []string
 	if strings.TrimSpace(args.Command) == "" {
@@ -203,25 +205,40 @@ func (a *Actor) start() {
 		nonce := hex.EncodeToString(b[:])
 		lead := []byte(termMarkerLead + nonce + ":")
 		a.stream = &inband.Stream{Scanner: inband.Scanner{Lead: lead, MaxLen: len(lead) + 12, Valid: validStatus}}
-		env = setEnv(env, "PROMPT_COMMAND", `printf '\036DST`+nonce+`:%s\036' $?`)
-		env = setEnv(env, "PS1", `\$ `)
+		set["PROMPT_COMMAND"] = `printf '\036DST` + nonce + `:%s\036' $?`
+		set["PS1"] = `\$ `
 		path, argv = "bash", []string{"--norc", "--noprofile", "-i"}
 		a.command = "bash"
 	} else {
 		path, argv = "bash", []string{"-c", args.Command}
 		a.command = args.Command
 	}
-	keys := make([]string, 0, len(args.Env))
-	for k := range args.Env {
+	for k, v := range args.Env {
+		set[k] = v
+	}
+	env := make([]string, 0, len(base)+len(set))
+	for _, kv := range base {
+		if k, _, _ := strings.Cut(kv, "="); !hasKey(set, k) {
+			env = append(env, kv)
+		}
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		env = setEnv(env, k, args.Env[k])
+		env = append(env, k+"="+set[k])
 	}
 	dir := args.Cwd
 	if dir == "" {
 		dir = a.opts.Dir
+	}
+	if dir != "" {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			a.startErr = fmt.Errorf("cwd %q is not a directory that exists", dir)
+			return
+		}
 	}
 	cols, rows := args.Cols, args.Rows
 	if cols == 0 {
@@ -241,15 +258,9 @@ func validStatus(b []byte) bool {
 	return err == nil
 }
 
-func setEnv(env []string, k, v string) []string {
-	prefix := k + "="
-	out := env[:0:0]
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, prefix) {
-			out = append(out, kv)
-		}
-	}
-	return append(out, prefix+v)
+func hasKey(m map[string]string, k string) bool {
+	_, ok := m[k]
+	return ok
 }
 
 // teardown hands the process to the reaper and answers everyone still
@@ -289,7 +300,12 @@ func toolOf(k waiterKind) string {
 
 func (a *Actor) open(ctx actor.Context, m *Open) {
 	if a.startErr != nil {
-		ctx.Respond(a.errorResult(m.CallID, ToolOpen, fmt.Sprintf("terminal_open: could not start %q: %v", a.opts.Args.Command, a.startErr)))
+		what := a.opts.Args.Command
+		if strings.TrimSpace(what) == "" {
+			what = "bash"
+		}
+		ctx.Respond(&messages.ToolResult{CallId: m.CallID, Tool: ToolOpen, IsError: true,
+			Text: fmt.Sprintf("terminal_open: could not start %q: %v", what, a.startErr)})
 		ctx.Stop(ctx.Self())
 		return
 	}
@@ -479,7 +495,7 @@ func readyLine(r Readiness) string {
 }
 
 func (a *Actor) historyLine(from, to int64) string {
-	return fmt.Sprintf("[terminal %s: output bytes %d-%d of %d; retained from %d]", a.opts.ID, from, to, a.hist.end(), a.hist.first())
+	return fmt.Sprintf("[terminal %s: this result covers output bytes %d-%d of %d; history retained from byte %d]", a.opts.ID, from, to, a.hist.end(), a.hist.first())
 }
 
 // result builds a tool result with the structured fields a harness reads.
@@ -494,14 +510,18 @@ func (a *Actor) result(callID, tool string, p page, r Readiness, isError bool) *
 		if st == nil {
 			st = a.exit
 		}
-		data["exit_status"] = exitData(*st)
+		data["exit_status"] = ExitData(*st)
 	}
-	data["output_from"], data["output_to"] = p.from, p.from+int64(len(p.raw))
+	if p.raw != nil || p.asked > 0 || p.from > 0 {
+		data["output_from"], data["output_to"] = p.from, p.from+int64(len(p.raw))
+	}
 	b, _ := json.Marshal(data)
 	return &messages.ToolResult{CallId: callID, Tool: tool, Text: p.render(a.opts.Config.MaxResultBytes), IsError: isError, Data: b}
 }
 
-func exitData(st ptyproc.ExitStatus) map[string]any {
+// ExitData is the structured form of an exit status in results' data:
+// {"code": N} or {"signal": "SIGKILL"}.
+func ExitData(st ptyproc.ExitStatus) map[string]any {
 	if st.Signal != 0 {
 		return map[string]any{"signal": ptyproc.SignalName(st.Signal)}
 	}
@@ -528,14 +548,18 @@ func (a *Actor) exitedResult(callID, tool string) *messages.ToolResult {
 func (a *Actor) respondPage(ctx actor.Context, m *Read) {
 	from := *m.Args.Offset
 	to := a.hist.end()
+	past := from > to
+	if past {
+		from = to
+	}
 	if m.Args.Limit != nil && from+*m.Args.Limit < to {
 		to = from + *m.Args.Limit
 	}
 	raw, start := a.hist.slice(from, to)
 	p := page{raw: raw, from: start, asked: from, keepHead: true,
 		tail: []string{a.historyLine(start, start+int64(len(raw)))}}
-	if from > a.hist.end() {
-		p.head = []string{fmt.Sprintf("[offset %d is past the end of the output (%d bytes so far)]", from, a.hist.end())}
+	if past {
+		p.head = []string{fmt.Sprintf("[offset %d is past the end of the output (%d bytes so far)]", *m.Args.Offset, a.hist.end())}
 	}
 	ctx.Respond(a.result(m.CallID, ToolRead, p, a.currentState(), false))
 }
@@ -645,12 +669,14 @@ func (a *Actor) finishClose(ctx actor.Context) {
 	}
 	end := a.hist.end()
 	raw, from := a.hist.slice(a.readPos, end)
-	status := "still running after SIGHUP: killed"
-	r := Readiness{Reason: ReadyExited, Detail: "killed on close"}
-	if a.exit != nil {
+	status := "still running after SIGHUP: killed with SIGKILL"
+	if a.exit == nil {
+		// The reaper SIGKILLs it right after this answer.
+		a.exit = &ptyproc.ExitStatus{Code: -1, Signal: syscall.SIGKILL}
+	} else {
 		status = a.exit.String()
-		r = Readiness{Reason: ReadyExited, Detail: status, Exit: a.exit}
 	}
+	r := Readiness{Reason: ReadyExited, Detail: status, Exit: a.exit}
 	p := page{raw: raw, from: from, asked: a.readPos,
 		head: []string{fmt.Sprintf("[terminal %s closed; its program's status: %s; every process of its session has been ended]", a.opts.ID, status)},
 		tail: []string{a.historyLine(from, end)}}

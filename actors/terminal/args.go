@@ -92,6 +92,9 @@ func Parse(tool string, raw []byte, v any, cfg Config) error {
 		if a.Text == "" && len(a.Keys) == 0 {
 			return fmt.Errorf(`%s: nothing to send: give "text", "keys" or both`, tool)
 		}
+		if i := strings.IndexByte(a.Text, 0); i >= 0 {
+			return fmt.Errorf(`%s: "text" has a NUL byte at offset %d; to type Ctrl-@ on purpose, use "keys": ["C-@"]`, tool, i)
+		}
 		if a.RunInBackground && !cfg.EnableRunInBackground {
 			return fmt.Errorf(`%s: "run_in_background" is turned off in this deployment (terminal.enableRunInBackground is false): send in the foreground`, tool)
 		}
@@ -147,7 +150,18 @@ func checkSize(tool string, cols, rows int, optional bool) error {
 	return nil
 }
 
+// maxEnvBytes bounds what terminal_open may add to the environment (the
+// kernel refuses an exec whose arguments and environment pass ~2 MiB).
+const maxEnvBytes = 256 << 10
+
 func checkEnv(tool string, env map[string]string) error {
+	size := 0
+	for k, v := range env {
+		size += len(k) + len(v) + 2
+	}
+	if size > maxEnvBytes {
+		return fmt.Errorf(`%s: "env" holds %d bytes: at most %d`, tool, size, maxEnvBytes)
+	}
 	for k, v := range env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
 			return fmt.Errorf(`%s: env entry %q: names must be non-empty without "=" or NUL, values without NUL`, tool, k)

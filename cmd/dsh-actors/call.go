@@ -35,11 +35,13 @@ type resultLine struct {
 	Data    json.RawMessage `json:"data,omitempty"`
 }
 
-// lineWriter writes whole JSON lines from many goroutines.
+// lineWriter writes whole JSON lines from many goroutines. The first write
+// error (stdout closed) calls broken, which ends the run.
 type lineWriter struct {
-	mu  sync.Mutex
-	w   *bufio.Writer
-	err error
+	mu     sync.Mutex
+	w      *bufio.Writer
+	err    error
+	broken func()
 }
 
 func (lw *lineWriter) write(r resultLine) {
@@ -54,22 +56,26 @@ func (lw *lineWriter) write(r resultLine) {
 	}
 	lw.w.Write(b)
 	lw.w.WriteByte('\n')
-	lw.err = lw.w.Flush()
+	if lw.err = lw.w.Flush(); lw.err != nil && lw.broken != nil {
+		lw.broken()
+	}
 }
 
 // runCall reads tool calls as JSON lines from in and writes one result line
 // per call to out. Calls of one agent run in order; agents run at once.
 func runCall(ctx context.Context, h *host.Host, in io.Reader, out io.Writer) error {
-	lw := &lineWriter{w: bufio.NewWriter(out)}
-	type job struct {
-		line int
-		call callLine
-	}
-	queues := map[string]chan job{}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lw := &lineWriter{w: bufio.NewWriter(out), broken: cancel}
+	queues := map[string]*jobQueue{}
 	var wg sync.WaitGroup
-	worker := func(q chan job) {
+	worker := func(q *jobQueue) {
 		defer wg.Done()
-		for j := range q {
+		for {
+			j, ok := q.pop()
+			if !ok {
+				return
+			}
 			res := resultLine{ID: j.call.ID, Line: j.line, Agent: j.call.Agent, Tool: j.call.Tool}
 			r, err := h.Call(ctx, j.call.Agent, j.call.Tool, j.call.Args)
 			if err != nil {
@@ -80,12 +86,20 @@ func runCall(ctx context.Context, h *host.Host, in io.Reader, out io.Writer) err
 			lw.write(res)
 		}
 	}
-	defer func() {
+	// finish lets every agent's queue run out (or be cancelled) and reports
+	// a broken stdout, which only shows once the results are written.
+	finish := func(err error) error {
 		for _, q := range queues {
-			close(q)
+			q.close()
 		}
 		wg.Wait()
-	}()
+		lw.mu.Lock()
+		defer lw.mu.Unlock()
+		if lw.err != nil {
+			return fmt.Errorf("call: writing results: %w", lw.err)
+		}
+		return err
+	}
 
 	rd := bufio.NewReaderSize(in, 64<<10)
 	for n := 1; ; n++ {
@@ -99,23 +113,22 @@ func runCall(ctx context.Context, h *host.Host, in io.Reader, out io.Writer) err
 			} else {
 				q, ok := queues[c.Agent]
 				if !ok {
-					q = make(chan job, 1024)
+					q = newJobQueue()
 					queues[c.Agent] = q
 					wg.Add(1)
 					go worker(q)
 				}
-				select {
-				case q <- job{line: n, call: c}:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
+				q.push(job{line: n, call: c})
 			}
 		}
+		if ctx.Err() != nil {
+			return finish(ctx.Err())
+		}
 		if errors.Is(err, io.EOF) {
-			return nil
+			return finish(nil)
 		}
 		if err != nil {
-			return fmt.Errorf("call: reading line %d: %w", n, err)
+			return finish(fmt.Errorf("call: reading line %d: %w", n, err))
 		}
 	}
 }
@@ -162,4 +175,55 @@ func parseCallLine(raw []byte) (callLine, error) {
 		c.Args = json.RawMessage("{}")
 	}
 	return c, nil
+}
+
+type job struct {
+	line int
+	call callLine
+}
+
+// jobQueue is one agent's calls in input order. It is unbounded, so a busy
+// agent never holds up reading the lines of the others (memory is bounded by
+// the input itself).
+type jobQueue struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	jobs   []job
+	closed bool
+}
+
+func newJobQueue() *jobQueue {
+	q := &jobQueue{}
+	q.cond = sync.NewCond(&q.mu)
+	return q
+}
+
+func (q *jobQueue) push(j job) {
+	q.mu.Lock()
+	q.jobs = append(q.jobs, j)
+	q.mu.Unlock()
+	q.cond.Signal()
+}
+
+func (q *jobQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.cond.Signal()
+}
+
+// pop returns the next job, waiting for one; ok is false once the queue is
+// closed and empty.
+func (q *jobQueue) pop() (job, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.jobs) == 0 && !q.closed {
+		q.cond.Wait()
+	}
+	if len(q.jobs) == 0 {
+		return job{}, false
+	}
+	j := q.jobs[0]
+	q.jobs = q.jobs[1:]
+	return j, true
 }

@@ -60,8 +60,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// INT, TERM and HUP (the terminal or the parent went away) end the run
+	// cleanly: the host stops and kills every process it started. A closed
+	// stdout must not kill us with SIGPIPE before that: writes then fail
+	// with EPIPE, which ends the run the same way.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	signal.Ignore(syscall.SIGPIPE)
 	var err error
 	switch args[0] {
 	case "call":

@@ -260,3 +260,24 @@ func TestBenchTerminalJSON(t *testing.T) {
 		}
 	}
 }
+
+type brokenWriter struct{}
+
+func (brokenWriter) Write([]byte) (int, error) { return 0, io.ErrClosedPipe }
+
+// When stdout goes away, the run ends: no further call runs.
+func TestCallStopsWhenStdoutBreaks(t *testing.T) {
+	flag := filepath.Join(t.TempDir(), "ran")
+	in := `{"agent":"a","tool":"bash","args":{"command":"echo one"}}
+{"agent":"a","tool":"bash","args":{"command":"touch ` + flag + `"}}
+`
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
+	defer cancel()
+	err := runCall(ctx, newHost(t), strings.NewReader(in), brokenWriter{})
+	if err == nil || !strings.Contains(err.Error(), "writing results") {
+		t.Fatalf("got %v", err)
+	}
+	if _, statErr := os.Stat(flag); statErr == nil {
+		t.Fatal("a call ran after stdout broke")
+	}
+}

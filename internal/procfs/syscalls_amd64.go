@@ -16,3 +16,11 @@ var syscallKinds = map[int]syscallKind{
 	61:  kindWaitChild, // wait4
 	247: kindWaitChild, // waitid
 }
+
+// Where select and poll keep their timeouts on linux/amd64.
+var timeoutArgs = map[int]timeoutArg{
+	23:  {4, timeval},  // select
+	270: {4, timespec}, // pselect6
+	7:   {2, millis},   // poll
+	271: {2, timespec}, // ppoll
+}

@@ -14,3 +14,9 @@ var syscallKinds = map[int]syscallKind{
 	260: kindWaitChild, // wait4
 	95:  kindWaitChild, // waitid
 }
+
+// Where pselect6 and ppoll keep their timeouts on linux/arm64.
+var timeoutArgs = map[int]timeoutArg{
+	72: {4, timespec}, // pselect6
+	73: {2, timespec}, // ppoll
+}

@@ -5,3 +5,5 @@ package procfs
 // On other architectures no system call is recognised, so TTYWait never
 // proves a wait and callers fall back to silence.
 var syscallKinds = map[int]syscallKind{}
+
+var timeoutArgs = map[int]timeoutArg{}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -123,9 +124,9 @@ func taskWait(p Proc, tty terminal) (w Wait, waitsForChild bool) {
 				state = WaitingInput
 			}
 		case kindSelect:
-			state = selectWatchesTTY(p, base, call, tty)
+			state = shortTimeout(p, call, selectWatchesTTY(p, base, call, tty))
 		case kindPoll:
-			state = pollWatchesTTY(p, base, call, tty)
+			state = shortTimeout(p, call, pollWatchesTTY(p, base, call, tty))
 		case kindEpoll:
 			if epollWatchesTTY(p, base, int(call.args[0]), tty) {
 				state = WaitUnknown
@@ -213,6 +214,65 @@ func (t terminal) is(p Proc, base string, fd int) bool {
 func encodeDev(rdev uint64) int {
 	major, minor := unix.Major(rdev), unix.Minor(rdev)
 	return int(minor&0xff | major<<8 | (minor&^0xff)<<12)
+}
+
+// pollingTimeout: a select or poll on the terminal that will time out
+// sooner than this is a program looping (checking for a key between bits of
+// work), not one waiting for input; it is reported as WaitUnknown. Longer
+// timeouts (vim wakes every few seconds) still count as waiting.
+const pollingTimeout = time.Second
+
+// shortTimeout turns WaitingInput into WaitUnknown when the call's timeout
+// is shorter than pollingTimeout.
+func shortTimeout(p Proc, call syscallState, state WaitState) WaitState {
+	if state != WaitingInput {
+		return state
+	}
+	t, ok := timeoutArgs[call.nr]
+	if !ok {
+		return state
+	}
+	arg := call.args[t.arg]
+	var d time.Duration
+	switch t.style {
+	case millis:
+		ms := int32(arg)
+		if ms < 0 {
+			return state // infinite
+		}
+		d = time.Duration(ms) * time.Millisecond
+	case timeval, timespec:
+		if arg == 0 {
+			return state // NULL: infinite
+		}
+		raw, err := readMem(p.PID, arg, 16)
+		if err != nil {
+			return WaitUnknown
+		}
+		sec := int64(binary.LittleEndian.Uint64(raw[0:8]))
+		frac := int64(binary.LittleEndian.Uint64(raw[8:16]))
+		if t.style == timeval {
+			frac *= 1000
+		}
+		d = time.Duration(sec)*time.Second + time.Duration(frac)
+	}
+	if d < pollingTimeout {
+		return WaitUnknown
+	}
+	return state
+}
+
+type timeoutStyle int
+
+const (
+	millis   timeoutStyle = iota // an int argument, -1 for none
+	timeval                      // struct timeval *, NULL for none
+	timespec                     // struct timespec *, NULL for none
+)
+
+type timeoutArg struct {
+	arg   int
+	style timeoutStyle
 }
 
 // maxWatchedFDs bounds how much of a select or poll set is read.

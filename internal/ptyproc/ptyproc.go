@@ -76,6 +76,9 @@ type OutputClosed struct {
 type Exited struct {
 	Proc   *Process
 	Status ExitStatus
+	// InputPending: input written to the terminal was never read, so the
+	// program ended before it saw it.
+	InputPending bool
 }
 
 // ExitStatus is how a program ended.
@@ -371,7 +374,7 @@ func (p *Process) waitLoop() {
 			p.readMu.Unlock()
 			continue
 		}
-		p.send(&Exited{Proc: p, Status: st})
+		p.send(&Exited{Proc: p, Status: st, InputPending: p.inputPending()})
 		p.readMu.Unlock()
 		select {
 		case p.credits <- struct{}{}: // the credit taken for nothing

@@ -9,31 +9,174 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
+	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
-// Decode decodes raw into v. Empty or null arguments decode as {} when
-// allowEmpty is true, and are an error otherwise. example is shown in the
-// error for missing arguments.
+// Decode decodes raw into v (a pointer to a struct). Empty or null
+// arguments decode as {} when allowEmpty is true, and are an error otherwise;
+// example is shown in that error. Arguments sent as a JSON string that holds
+// the object (the way some model APIs carry them) are unwrapped. Field names
+// must match exactly and once; integral numbers written as 1500.0 or 1e3 are
+// taken for integer fields.
 func Decode(tool string, raw []byte, v any, allowEmpty bool, example string) error {
 	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) > 0 && trimmed[0] == '"' {
+		var inner string
+		if json.Unmarshal(trimmed, &inner) == nil {
+			trimmed = bytes.TrimSpace([]byte(inner))
+		}
+	}
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		if allowEmpty {
 			return nil
 		}
 		return fmt.Errorf("%s: arguments missing: expected a JSON object like %s", tool, example)
 	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if trimmed[0] != '{' {
+		return fmt.Errorf("%s: invalid arguments: expected a JSON object like %s", tool, example)
+	}
+	if err := checkKeys(trimmed, v); err != nil {
 		return fmt.Errorf("%s: invalid arguments: %w", tool, err)
 	}
-	if dec.More() {
-		return errors.New(tool + ": invalid arguments: more than one JSON value")
+	err := decodeStrict(trimmed, v)
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		if fixed, ok := integralNumbers(trimmed); ok && decodeStrict(fixed, v) == nil {
+			return nil
+		}
+		return fmt.Errorf("%s: invalid arguments: %q must be %s, not %s", tool, typeErr.Field, kindOf(typeErr.Type), typeErr.Value)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: invalid arguments: %w", tool, err)
 	}
 	return nil
+}
+
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("more than one JSON value")
+	}
+	return nil
+}
+
+// checkKeys refuses keys that are not v's JSON field names exactly
+// (encoding/json would match them ignoring case) or that come twice.
+func checkKeys(b []byte, v any) error {
+	names := fieldNames(reflect.TypeOf(v))
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if _, err := dec.Token(); err != nil { // {
+		return err
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := tok.(string)
+		if _, ok := names[key]; !ok {
+			for n := range names {
+				if strings.EqualFold(n, key) {
+					return fmt.Errorf("unknown field %q (did you mean %q?)", key, n)
+				}
+			}
+			return fmt.Errorf("unknown field %q", key)
+		}
+		if seen[key] {
+			return fmt.Errorf("field %q appears twice", key)
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fieldNames are the JSON names of a struct type's fields.
+func fieldNames(t reflect.Type) map[string]struct{} {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	names := map[string]struct{}{}
+	if t.Kind() != reflect.Struct {
+		return names
+	}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		names[name] = struct{}{}
+	}
+	return names
+}
+
+// integralNumbers rewrites numbers such as 1500.0 or 1e3 that are whole as
+// plain integers; ok is false when there was nothing to rewrite.
+func integralNumbers(b []byte) ([]byte, bool) {
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if dec.Decode(&m) != nil {
+		return nil, false
+	}
+	changed := false
+	for k, v := range m {
+		n, ok := v.(json.Number)
+		if !ok || !strings.ContainsAny(string(n), ".eE") {
+			continue
+		}
+		f, _, err := big.ParseFloat(string(n), 10, 256, big.ToNearestEven)
+		if err != nil || !f.IsInt() {
+			continue
+		}
+		i, _ := f.Int(nil)
+		m[k] = json.Number(i.String())
+		changed = true
+	}
+	if !changed {
+		return nil, false
+	}
+	out, err := json.Marshal(m)
+	return out, err == nil
+}
+
+// kindOf names a Go type the way a JSON user thinks of it.
+func kindOf(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Pointer:
+		return kindOf(t.Elem())
+	}
+	return t.String()
 }
 
 // Schema returns the JSON Schema of T's JSON form (generated from the Go

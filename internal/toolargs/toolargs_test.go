@@ -19,11 +19,15 @@ type args struct {
 func TestDecodeIsStrict(t *testing.T) {
 	var a args
 	cases := map[string]string{
-		`{"name":"x","nmae":1}`: `unknown field "nmae"`,
-		`{"name":"x"} {}`:       "more than one JSON value",
-		`[1]`:                   "cannot unmarshal array",
-		``:                      "arguments missing",
-		`null`:                  "arguments missing",
+		`{"name":"x","nmae":1}`:    `unknown field "nmae"`,
+		`{"name":"x"} {}`:          "more than one JSON value",
+		`[1]`:                      "expected a JSON object",
+		`{"NAME":"x"}`:             `unknown field "NAME" (did you mean "name"?)`,
+		`{"name":"x","name":"y"}`:  `field "name" appears twice`,
+		`{"name":5}`:               `"name" must be a string, not number`,
+		`{"name":"x","count":1.5}`: `"count" must be a whole number`,
+		``:                         "arguments missing",
+		`null`:                     "arguments missing",
 	}
 	for in, want := range cases {
 		if err := Decode("tool", []byte(in), &a, false, `{"name":"x"}`); err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "tool: ") {
@@ -34,6 +38,10 @@ func TestDecodeIsStrict(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := Decode("tool", []byte(` {"name":"x","count":2} `), &a, false, ""); err != nil || a.Name != "x" || a.Count != 2 {
+		t.Fatalf("%+v %v", a, err)
+	}
+	// Whole numbers in float form, and arguments wrapped in a JSON string.
+	if err := Decode("tool", []byte(`"{\"name\":\"y\",\"count\":1e3}"`), &a, false, ""); err != nil || a.Name != "y" || a.Count != 1000 {
 		t.Fatalf("%+v %v", a, err)
 	}
 }
