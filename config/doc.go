@@ -1,0 +1,16 @@
+// Package config loads the runtime's configuration: one YAML file with a
+// section per component, using the keys and defaults of the reference tools.
+// Every value is checked when the file is loaded, and an error names the key,
+// the value and the rule it breaks. With no file at all, Default applies.
+//
+// Example file:
+//
+//	bash:
+//	  timeoutMs: 60000
+//	  maxOutputChars: 32000
+//	terminal:
+//	  enableRunInBackground: false
+//
+// Keys that are left out keep their defaults; unknown keys are errors, so a
+// misspelt key is reported instead of silently ignored.
+package config
