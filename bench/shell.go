@@ -10,6 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/dsh-actors/dsh-actors/actors/shell"
 	"github.com/dsh-actors/dsh-actors/host"
 )
@@ -203,8 +205,14 @@ func measureThroughput(ctx context.Context, h *host.Host, agents, calls int, err
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	// Stop them a few dozen at a time: each stop kills and reaps a session.
+	var g errgroup.Group
+	g.SetLimit(32)
 	for _, id := range ids {
-		_ = h.StopAgent(ctx, id)
+		g.Go(func() error { return h.StopAgent(ctx, id) })
+	}
+	if err := g.Wait(); err != nil {
+		errs.add("stopping the agents: %v", err)
 	}
 	total := agents * calls
 	return total, float64(total) / elapsed.Seconds()
