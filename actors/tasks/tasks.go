@@ -225,10 +225,7 @@ func (r *Registry) list(callID string) *messages.ToolResult {
 	return &messages.ToolResult{CallId: callID, Tool: ToolList, Text: strings.TrimSuffix(b.String(), "\n"), Data: data}
 }
 
-func preview(s string) string {
-	s = safetext.Head(s, 80)
-	return s
-}
+func preview(s string) string { return safetext.Head(s, 80) }
 
 func errorResult(callID, tool, text string) *messages.ToolResult {
 	return &messages.ToolResult{CallId: callID, Tool: tool, Text: text, IsError: true}

@@ -49,7 +49,7 @@ func countComm(t *testing.T, sid int, comm string) (n, stopped int, seen string)
 // the stopped job (stopped before or after it became a sleep).
 func settled(t *testing.T, sid int) {
 	t.Helper()
-	eventually(t, "the escaped jobs in the session", func() (bool, string) {
+	testkit.Eventually(t, "the escaped jobs in the session", func() (bool, string) {
 		n, stopped, seen := countComm(t, sid, "sleep")
 		return n >= 3 && stopped == 1, seen
 	})
@@ -149,7 +149,7 @@ func TestKillSessionWithoutLeader(t *testing.T) {
 func TestKillSessionThatKeepsForking(t *testing.T) {
 	cmd := startSession(t, "bash", "--norc", "--noprofile", "-c", "while :; do sleep 1000 & done")
 	sid := cmd.Process.Pid
-	eventually(t, "a forking session", func() (bool, string) {
+	testkit.Eventually(t, "a forking session", func() (bool, string) {
 		n, _, seen := countComm(t, sid, "sleep")
 		return n >= 20, seen
 	})

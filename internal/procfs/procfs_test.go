@@ -11,7 +11,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
@@ -84,25 +83,6 @@ func killMarked(mark string) {
 		}
 		_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 		unix.Close(fd)
-	}
-}
-
-// eventually polls cond until it holds, failing the test at testkit.Timeout.
-// cond returns whether it holds and, for the failure message, what it saw.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(testkit.Timeout)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, seen := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v; last seen: %s", what, testkit.Timeout, seen)
-		}
-		<-tick.C
 	}
 }
 
@@ -200,7 +180,7 @@ func TestSessionAndGroupMembers(t *testing.T) {
 	cmd := startSession(t, "bash", "--norc", "--noprofile", "-c", "sleep 1000 & set -m; sleep 1000 & wait")
 	sid := cmd.Process.Pid
 	var kids []procfs.Proc
-	eventually(t, "two sleeps", func() (bool, string) {
+	testkit.Eventually(t, "two sleeps", func() (bool, string) {
 		kids = children(t, sid)
 		n := 0
 		for _, k := range kids {
@@ -279,7 +259,7 @@ func TestSessionLeavesOutZombies(t *testing.T) {
 		"import os, signal\nif os.fork() == 0:\n    os._exit(0)\nwhile True:\n    signal.pause()\n")
 	sid := cmd.Process.Pid
 	var zombie procfs.Proc
-	eventually(t, "a zombie child", func() (bool, string) {
+	testkit.Eventually(t, "a zombie child", func() (bool, string) {
 		kids := children(t, sid)
 		if len(kids) == 1 && kids[0].Zombie() {
 			zombie = kids[0]

@@ -61,7 +61,7 @@ func (tm *term) pid() int { return tm.cmd.Process.Pid }
 func waitFor(t *testing.T, pgrp int, tty string, want procfs.WaitState) procfs.Wait {
 	t.Helper()
 	var w procfs.Wait
-	eventually(t, fmt.Sprintf("TTYWait(%d) %v", pgrp, want), func() (bool, string) {
+	testkit.Eventually(t, fmt.Sprintf("TTYWait(%d) %v", pgrp, want), func() (bool, string) {
 		var err error
 		w, err = procfs.TTYWait(pgrp, tty)
 		if err != nil {
@@ -189,7 +189,7 @@ func TestTTYWaitGroupWithoutLeader(t *testing.T) {
 	// cat reads the terminal through a copy of bash's fd 0.
 	tm := startTerm(t, "bash", "--norc", "--noprofile", "-c", "set -m; exec 3<&0; true | cat <&3; echo done")
 	var cat procfs.Proc
-	eventually(t, "cat in a group of its own", func() (bool, string) {
+	testkit.Eventually(t, "cat in a group of its own", func() (bool, string) {
 		members, err := procfs.Session(tm.pid())
 		if err != nil {
 			t.Fatal(err)
@@ -202,7 +202,7 @@ func TestTTYWaitGroupWithoutLeader(t *testing.T) {
 		}
 		return false, fmt.Sprintf("%+v", members)
 	})
-	eventually(t, "the group leader gone", func() (bool, string) {
+	testkit.Eventually(t, "the group leader gone", func() (bool, string) {
 		p, err := procfs.Stat(cat.PGRP)
 		return err != nil || p.Zombie() || p.PGRP != cat.PGRP, fmt.Sprintf("%+v %v", p, err)
 	})
@@ -219,12 +219,12 @@ func TestTTYWaitNotWaiting(t *testing.T) {
 		// sleep's fd 0 is the terminal and clock_nanosleep's first
 		// argument is 0: only the system call tells them apart from a read.
 		tm := startTerm(t, "sleep", "1000")
-		eventually(t, "sleep asleep", func() (bool, string) { return blockedInSyscall(tm.pid()) })
+		testkit.Eventually(t, "sleep asleep", func() (bool, string) { return blockedInSyscall(tm.pid()) })
 		neverWaiting(t, tm.pid(), tm.tty)
 	})
 	t.Run("busy loop", func(t *testing.T) {
 		tm := startTerm(t, "bash", "--norc", "--noprofile", "-c", "while :; do :; done")
-		eventually(t, "bash running", func() (bool, string) {
+		testkit.Eventually(t, "bash running", func() (bool, string) {
 			p, err := procfs.Stat(tm.pid())
 			return err == nil && p.State == 'R', fmt.Sprintf("%+v %v", p, err)
 		})
@@ -234,7 +234,7 @@ func TestTTYWaitNotWaiting(t *testing.T) {
 		// The leader waits for its children; cat reads a pipe, not the
 		// terminal.
 		tm := startTerm(t, "bash", "--norc", "--noprofile", "-c", "sleep 1000 | cat; echo done")
-		eventually(t, "the pipeline settled", func() (bool, string) {
+		testkit.Eventually(t, "the pipeline settled", func() (bool, string) {
 			members, err := procfs.Group(tm.pid())
 			if err != nil {
 				t.Fatal(err)
@@ -255,7 +255,7 @@ func TestTTYWaitNotWaiting(t *testing.T) {
 	t.Run("select on a pipe", func(t *testing.T) {
 		// select whose set holds only a pipe, though fd 0 is the terminal.
 		tm := startTerm(t, "python3", "-c", "import os, select; r, w = os.pipe(); print('ready', flush=True); select.select([r], [], [])")
-		eventually(t, "python3 in select", func() (bool, string) { return blockedInSyscall(tm.pid()) })
+		testkit.Eventually(t, "python3 in select", func() (bool, string) { return blockedInSyscall(tm.pid()) })
 		neverWaiting(t, tm.pid(), tm.tty)
 	})
 	t.Run("no such group", func(t *testing.T) {

@@ -57,7 +57,7 @@ func TestCloseKillsTheWholeSession(t *testing.T) {
 	if got := r.command(escapees + "echo started"); !strings.Contains(r.output(), "started\n") {
 		t.Fatalf("the jobs did not start: %s %q", got, r.output())
 	}
-	eventually(t, "five jobs in the session", func() (bool, string) {
+	testkit.Eventually(t, "five jobs in the session", func() (bool, string) {
 		ms, err := procfs.Session(pid)
 		if err != nil {
 			t.Fatal(err)
@@ -213,7 +213,7 @@ func TestCloseWaitsForProbes(t *testing.T) {
 	closed := make(chan error, 1)
 	go func() { closed <- p.Close() }()
 	// Close gets as far as killing the session...
-	eventually(t, "sleep killed", func() (bool, string) {
+	testkit.Eventually(t, "sleep killed", func() (bool, string) {
 		_, ok := p.ExitStatus()
 		return ok, ""
 	})

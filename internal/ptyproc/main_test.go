@@ -285,7 +285,7 @@ func (r *proc) probe() seenProbe {
 func (r *proc) probeUntil(what string, ok func(seenProbe) bool) seenProbe {
 	r.t.Helper()
 	var last seenProbe
-	eventually(r.t, what, func() (bool, string) {
+	testkit.Eventually(r.t, what, func() (bool, string) {
 		last = r.probe()
 		return ok(last), fmt.Sprintf("%+v drained=%v pending=%v err=%v", last.Wait, last.Drained, last.InputPending, last.Err)
 	})
@@ -294,24 +294,6 @@ func (r *proc) probeUntil(what string, ok func(seenProbe) bool) seenProbe {
 
 func waiting(pr seenProbe) bool {
 	return pr.Err == nil && pr.Wait.State == procfs.WaitingInput
-}
-
-// eventually polls cond until it holds, failing the test at testkit.Timeout.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(testkit.Timeout)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, seen := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v; last seen: %s", what, testkit.Timeout, seen)
-		}
-		<-tick.C
-	}
 }
 
 // fdCount is the number of descriptors this process has open.

@@ -365,7 +365,7 @@ func stepToTail(t *testing.T, after string) *proc {
 // not exceed the credits.
 func TestExitWhileOutputHeld(t *testing.T) {
 	r := stepToTail(t, "")
-	eventually(t, "bash exits", func() (bool, string) {
+	testkit.Eventually(t, "bash exits", func() (bool, string) {
 		_, ok := r.p.ExitStatus()
 		return ok, fmt.Sprint(members(t, r.p.PID()))
 	})
@@ -522,7 +522,7 @@ func TestWriteWhileWriting(t *testing.T) {
 		if i > 0 {
 			// Half the previous piece written out, so the writer is
 			// still busy with its other half.
-			eventually(t, "the copy growing", func() (bool, string) {
+			testkit.Eventually(t, "the copy growing", func() (bool, string) {
 				n := size()
 				return n >= int64(i-piece/2), fmt.Sprint(n)
 			})
@@ -557,7 +557,7 @@ func TestSignalInterruptsForegroundJob(t *testing.T) {
 	}
 	r.p.Write([]byte("sleep 100\n"))
 	var fg int
-	eventually(t, "sleep in the foreground", func() (bool, string) {
+	testkit.Eventually(t, "sleep in the foreground", func() (bool, string) {
 		var err error
 		fg, err = r.p.ForegroundGroup()
 		if err != nil {
@@ -607,7 +607,7 @@ func TestSignalOtherSignals(t *testing.T) {
 		{syscall.SIGTSTP, "<rc=148>"},
 	} {
 		r.p.Write([]byte("sleep 100\n"))
-		eventually(t, "sleep in the foreground", func() (bool, string) {
+		testkit.Eventually(t, "sleep in the foreground", func() (bool, string) {
 			fg, err := r.p.ForegroundGroup()
 			if err != nil {
 				t.Fatal(err)
@@ -741,7 +741,7 @@ func TestProbeInputPending(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "cat stopped", func() (bool, string) {
+	testkit.Eventually(t, "cat stopped", func() (bool, string) {
 		p, err := procfs.Stat(pid)
 		return err == nil && p.State == 'T', fmt.Sprintf("%+v %v", p, err)
 	})

@@ -37,7 +37,8 @@ func (r *Reaper) Close(p *Process) {
 }
 
 // Wait returns when every process handed to Close so far is gone, with the
-// errors their closing met, or ctx's error if it ends first.
+// errors their closing met, or ctx's error if it ends first (a goroutine
+// then goes on waiting and ends when the closes do).
 func (r *Reaper) Wait(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
