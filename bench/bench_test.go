@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/dsh-actors/dsh-actors/actors/shell"
 	"github.com/dsh-actors/dsh-actors/host"
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
@@ -14,7 +12,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, testkit.LeakOptions()...)
+	testkit.Main(m)
 }
 
 // The floor and the full path, one call at a time. `dsh-actors bench shell`

@@ -16,6 +16,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/actors/shell"
 	"github.com/dsh-actors/dsh-actors/actors/terminal"
 	"github.com/dsh-actors/dsh-actors/config"
+	"github.com/dsh-actors/dsh-actors/internal/sigstate"
 	"github.com/dsh-actors/dsh-actors/messages"
 )
 
@@ -80,6 +81,10 @@ func Start(opts Options) (*Host, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	if st, err := sigstate.Inherited(); err == nil && !st.Clean() {
+		log.Warn("programs started by this host inherit a signal state that breaks terminals; call host.ResetInheritedSignals first in main",
+			"signals", st.String())
+	}
 	h := &Host{system: opts.System, cfg: cfg, log: log, stopDone: make(chan struct{})}
 	if h.system == nil {
 		quiet := slog.New(minLevel{log.Handler(), slog.LevelWarn})
@@ -99,6 +104,20 @@ func Start(opts Options) (*Host, error) {
 	h.pid = pid
 	return h, nil
 }
+
+// ResetInheritedSignals makes sure the shells and terminal programs this
+// process starts get no blocked or ignored signal from it. Go passes a child
+// the signal mask the process itself started with, and keeps SIGHUP and
+// SIGINT ignored if they were, so a program started with SIGWINCH blocked
+// (some CI runners do that) or from `nohup`/`&` would start terminals that
+// never see a resize or a ^C. When that is so, ResetInheritedSignals
+// executes the program again, with the same arguments and environment and a
+// clean state, and does not return; otherwise it returns at once.
+//
+// Call it first thing in main, before anything else runs. It returns an
+// error naming the signals when the state cannot be cleaned. [Start] logs a
+// warning when it finds such a state.
+func ResetInheritedSignals() error { return sigstate.Reexec() }
 
 // System returns the actor system the host runs on.
 func (h *Host) System() *actor.ActorSystem { return h.system }

@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
-
-	"go.uber.org/goleak"
 
 	"github.com/dsh-actors/dsh-actors/actors/shell"
 	"github.com/dsh-actors/dsh-actors/config"
@@ -19,7 +20,50 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, testkit.LeakOptions()...)
+	if mode := os.Getenv(signalsHelperEnv); mode != "" {
+		os.Exit(signalsHelper(mode))
+	}
+	testkit.Main(m)
+}
+
+// signalsHelperEnv makes the test binary start a host and print its log:
+// after calling ResetInheritedSignals when the value is "reset".
+const signalsHelperEnv = "HOST_TEST_SIGNALS"
+
+func signalsHelper(mode string) int {
+	if mode == "reset" {
+		if err := host.ResetInheritedSignals(); err != nil {
+			fmt.Println(err)
+			return 1
+		}
+	}
+	h, err := host.Start(host.Options{Logger: slog.New(slog.NewTextHandler(os.Stdout, nil))})
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	if err := h.Stop(context.Background()); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	return 0
+}
+
+// A host started in a process whose children would inherit a blocked or
+// ignored signal says so, and names the remedy; after the remedy it is quiet.
+func TestStartWarnsOfInheritedSignals(t *testing.T) {
+	out, err := testkit.DirtySignalsCommand(t, signalsHelperEnv+"=warn").Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !strings.Contains(string(out), "level=WARN") || !strings.Contains(string(out), "ResetInheritedSignals") ||
+		!strings.Contains(string(out), testkit.DirtySignals) {
+		t.Errorf("log %q: want a warning naming %q and ResetInheritedSignals", out, testkit.DirtySignals)
+	}
+	out, err = testkit.DirtySignalsCommand(t, signalsHelperEnv+"=reset").Output()
+	if err != nil || len(out) != 0 {
+		t.Errorf("after ResetInheritedSignals: %v, log %q; want no log", err, out)
+	}
 }
 
 func ctxT(t *testing.T) context.Context { return hosttest.Context(t) }

@@ -3,14 +3,13 @@ package messages
 import (
 	"testing"
 
-	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, testkit.LeakOptions()...)
+	testkit.Main(m)
 }
 
 // The messages cross machine boundaries as protobuf: a round trip keeps

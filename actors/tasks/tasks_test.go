@@ -5,14 +5,12 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"go.uber.org/goleak"
-
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
 )
 
 // The task tools run end to end in actors/terminal's tests (they need a
 // terminal); here, the parts that stand alone.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testkit.LeakOptions()...) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 func TestFitTaskKeepsTheEndWithinTheCap(t *testing.T) {
 	out := []byte(strings.Repeat("✓ progress\n", 2000) + "done\n")

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"go.uber.org/goleak"
-
 	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/host"
 	"github.com/dsh-actors/dsh-actors/internal/hosttest"
@@ -19,7 +17,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, testkit.LeakOptions()...)
+	testkit.Main(m)
 }
 
 type result struct {

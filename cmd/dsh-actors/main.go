@@ -44,6 +44,11 @@ Commands:
 `
 
 func main() {
+	// Before anything starts: the shells and terminals must not inherit a
+	// blocked SIGWINCH or an ignored SIGINT from whoever started us.
+	if err := host.ResetInheritedSignals(); err != nil {
+		fmt.Fprintf(os.Stderr, "dsh-actors: warning: %v\n", err)
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -55,10 +60,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// INT, TERM and HUP (the terminal or the parent went away) end the run
 	// cleanly: the host stops and kills every process it started. A closed
 	// stdout must not kill us with SIGPIPE before that: writes then fail
-	// with EPIPE, which ends the run the same way.
+	// with EPIPE, which ends the run the same way. SIGPIPE is caught, not
+	// ignored: an ignored signal stays ignored in every shell we start, and
+	// `yes | head -1` there would complain about a broken pipe.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	signal.Ignore(syscall.SIGPIPE)
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	defer signal.Stop(pipe)
 	var err error
 	switch args[0] {
 	case "call":

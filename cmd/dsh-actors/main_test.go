@@ -12,15 +12,13 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/dsh-actors/dsh-actors/host"
 	"github.com/dsh-actors/dsh-actors/internal/hosttest"
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, testkit.LeakOptions()...)
+	testkit.Main(m)
 }
 
 func newHost(t *testing.T) *host.Host {
@@ -279,5 +277,23 @@ func TestCallStopsWhenStdoutBreaks(t *testing.T) {
 	}
 	if _, statErr := os.Stat(flag); statErr == nil {
 		t.Fatal("a call ran after stdout broke")
+	}
+}
+
+// `run` catches SIGPIPE rather than ignoring it, so the shells it starts get
+// the default: `yes` dies quietly of SIGPIPE when `head` has had enough.
+func TestCallShellsGetDefaultSIGPIPE(t *testing.T) {
+	var out bytes.Buffer
+	// Through run, which sets up the process's signals as the command does.
+	code := run([]string{"call"}, strings.NewReader(`{"agent":"a","tool":"bash","args":{"command":"yes | head -1; echo \"[${PIPESTATUS[*]}]\""}}`+"\n"), &out, io.Discard)
+	if code != 0 {
+		t.Fatalf("exit %d, output %q", code, out.String())
+	}
+	var r resultLine
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%q: %v", out.String(), err)
+	}
+	if r.Text != "y\n[141 0]\n" {
+		t.Errorf("text %q, want yes killed by SIGPIPE (141) and no complaint", r.Text)
 	}
 }

@@ -12,15 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, testkit.LeakOptions()...)
+	testkit.Main(m)
 }
 
 // proc is a ptyproc.Process under test with a record of every message it

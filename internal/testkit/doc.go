@@ -10,9 +10,7 @@
 //
 // A package's tests start with
 //
-//	func TestMain(m *testing.M) {
-//		goleak.VerifyTestMain(m, testkit.LeakOptions()...)
-//	}
+//	func TestMain(m *testing.M) { testkit.Main(m) }
 //
 // # Logging
 //

@@ -1,6 +1,14 @@
 package testkit
 
-import "go.uber.org/goleak"
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/dsh-actors/dsh-actors/internal/sigstate"
+)
 
 // LeakOptions are the goleak options for goroutines that protoactor leaves
 // running by design after its actors have stopped and its system has been
@@ -24,4 +32,15 @@ func LeakOptions() []goleak.Option {
 		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"),
 		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewThrottle.func1.1"),
 	}
+}
+
+// Main runs a package's tests the way every package does: in a process whose
+// children inherit no blocked or ignored signal (see [sigstate.Reexec]; some
+// CI runners start tests with SIGWINCH blocked), then checking that no
+// goroutine outlives them.
+func Main(m *testing.M) {
+	if err := sigstate.Reexec(); err != nil {
+		fmt.Fprintf(os.Stderr, "testkit: %v\n", err)
+	}
+	goleak.VerifyTestMain(m, LeakOptions()...)
 }

@@ -16,7 +16,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, testkit.LeakOptions()...)
+	testkit.Main(m)
 }
 
 // fatalTB records a Fatalf and ends the goroutine that called it, as

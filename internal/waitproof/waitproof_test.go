@@ -5,13 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testkit.LeakOptions()...) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // run plays the owner's part: it feeds the tracker's ticks and the process's
 // probes back to it until judge says stop, or fails the test at the deadline.

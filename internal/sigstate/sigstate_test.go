@@ -1,0 +1,131 @@
+package sigstate_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/dsh-actors/dsh-actors/internal/sigstate"
+	"github.com/dsh-actors/dsh-actors/internal/testkit"
+)
+
+// helperEnv makes the test binary act as the program under test: it reports
+// the state it finds (after calling Reexec when the value is "reexec") and
+// what a child it starts really gets, as one JSON object on stdout.
+const helperEnv = "SIGSTATE_TEST_HELPER"
+
+type report struct {
+	Before    string `json:"before"`     // Inherited() at start
+	ReexecErr string `json:"reexec_err"` // Reexec's error, if called
+	After     string `json:"after"`      // Inherited() after Reexec
+	Child     string `json:"child"`      // SigBlk and SigIgn of a child, from its /proc
+	Mark      string `json:"mark"`       // the re-exec mark still in our environment
+}
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(helper(mode))
+	}
+	testkit.Main(m)
+}
+
+func helper(mode string) int {
+	var r report
+	st, err := sigstate.Inherited()
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	r.Before = st.String()
+	if mode == "reexec" {
+		if err := sigstate.Reexec(); err != nil {
+			r.ReexecErr = err.Error()
+		}
+	}
+	if st, err = sigstate.Inherited(); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	r.After = st.String()
+	r.Mark = os.Getenv("DSH_ACTORS_SIGNALS_RESET")
+	out, err := exec.Command("grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status").Output()
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	r.Child = strings.Join(strings.Fields(string(out)), " ")
+	if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// runHelper runs the helper in a program started with testkit.DirtySignals.
+func runHelper(t *testing.T, mode string, env ...string) report {
+	t.Helper()
+	cmd := testkit.DirtySignalsCommand(t, append(env, helperEnv+"="+mode)...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helper: %v; output %q", err, out)
+	}
+	var r report
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("helper output %q: %v", out, err)
+	}
+	return r
+}
+
+const dirty = testkit.DirtySignals
+
+// Without Reexec, a child inherits the mask and the ignored signals, and
+// Inherited says so.
+func TestInheritedNamesWhatChildrenGet(t *testing.T) {
+	r := runHelper(t, "report")
+	if r.Before != dirty || r.After != dirty {
+		t.Errorf("Inherited() = %q, then %q; want %q", r.Before, r.After, dirty)
+	}
+	// Signal n is bit n-1.
+	if want := fmt.Sprintf("SigBlk: %016x SigIgn: %016x", 1<<(syscall.SIGWINCH-1), 1<<(syscall.SIGHUP-1)|1<<(syscall.SIGINT-1)); r.Child != want {
+		t.Errorf("a child got %q, want %q", r.Child, want)
+	}
+}
+
+// After Reexec, the program runs again with a clean state, its children get
+// nothing blocked or ignored, and the mark is gone from the environment.
+func TestReexecCleansWhatChildrenGet(t *testing.T) {
+	r := runHelper(t, "reexec")
+	const clean = "no signal blocked or ignored"
+	if r.Before != clean || r.After != clean || r.ReexecErr != "" {
+		t.Errorf("after the re-exec: before %q, after %q, error %q; want both clean and no error", r.Before, r.After, r.ReexecErr)
+	}
+	if want := "SigBlk: 0000000000000000 SigIgn: 0000000000000000"; r.Child != want {
+		t.Errorf("a child got %q, want %q", r.Child, want)
+	}
+	if r.Mark != "" {
+		t.Errorf("the re-exec mark %q is left in the environment", r.Mark)
+	}
+}
+
+// A program that still finds a dirty state after it was re-executed gets an
+// error naming the signals, not a second exec.
+func TestReexecNeverLoops(t *testing.T) {
+	r := runHelper(t, "reexec", "DSH_ACTORS_SIGNALS_RESET=1")
+	if !strings.Contains(r.ReexecErr, dirty) || r.After != dirty {
+		t.Errorf("error %q, state %q; want an error naming %q", r.ReexecErr, r.After, dirty)
+	}
+}
+
+func TestCleanProcess(t *testing.T) {
+	st, err := sigstate.Inherited()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Whatever this test run inherited, Clean and String agree.
+	if st.Clean() != (st.String() == "no signal blocked or ignored") {
+		t.Errorf("Clean() = %v for %q", st.Clean(), st)
+	}
+}
