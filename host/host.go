@@ -186,6 +186,9 @@ func (h *Host) agentPID(ctx context.Context, id string) (*actor.PID, error) {
 // Cancelling ctx withdraws the call: its result is discarded and the tool
 // stops it the way it documents (the bash tool resets its shell).
 func (h *Host) Call(ctx context.Context, agentID, tool string, args json.RawMessage) (*messages.ToolResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // withdrawn before it started: nothing runs
+	}
 	callID := "c" + strconv.FormatUint(h.calls.Add(1), 10)
 	for attempt := 0; ; attempt++ {
 		pid, err := h.agentPID(ctx, agentID)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -242,5 +243,27 @@ func TestCancelledContextEndsTheCall(t *testing.T) {
 	res, err := h.Bash(ctxT(t), "a", shell.Args{Command: "echo after"})
 	if err != nil || !strings.HasSuffix(res.Text, "after\n") {
 		t.Fatalf("%q %v", res.Text, err)
+	}
+}
+
+// A call whose context is already cancelled is refused before anything
+// runs: the command leaves no trace.
+func TestCallWithCancelledContextNeverRuns(t *testing.T) {
+	h := start(t, host.Options{})
+	flag := filepath.Join(t.TempDir(), "ran")
+	if _, err := h.Bash(ctxT(t), "a", shell.Args{Command: "true"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctxT(t))
+	cancel()
+	for range 20 {
+		if _, err := h.Bash(ctx, "a", shell.Args{Command: "touch " + flag}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v, want context.Canceled", err)
+		}
+	}
+	// The shell is still the same one and never saw the command.
+	res, err := h.Bash(ctxT(t), "a", shell.Args{Command: "test -e " + flag + "; echo $?"})
+	if err != nil || res.Text != "1\n" || res.FreshShell {
+		t.Fatalf("%+v %v: want the file absent and the same shell", res, err)
 	}
 }

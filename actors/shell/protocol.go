@@ -82,17 +82,22 @@ func (p protocol) initLine() []byte {
 	// Leading space: nothing of ours is ever history-worthy.
 	b.WriteString(" set +H +o history; unset HISTFILE; set -o ignoreeof; ")
 	fmt.Fprintf(&b, `exec {%s_o}>&1; \builtin readonly %s_o; `, p.fn, p.fn)
-	// The prompt function. Under `set -x` it switches tracing off and back
-	// on after the marker. Each line it can trace names the nonce (bash
-	// traces a case statement by its unexpanded word), so stripOwnLines
-	// removes them; without -x it costs one case test.
-	fmt.Fprintf(&b, `%s() { case $-:%s in *x*) \builtin set +x -- "$1" %s; %s_x=1;; esac; `, p.fn, p.fn, p.fn, p.fn)
 	// The marker goes to stdout while it is a terminal, else to a copy of
 	// the terminal taken at start, so `exec >/dev/null` cannot swallow it.
 	marker := fmt.Sprintf(`\builtin printf '\036DSH%s:%%s:%%s\036' "${%s-}" "$1"`, p.nonce, p.seqVar)
-	fmt.Fprintf(&b, `PS1=; PS2=; if [[ -t 1 ]]; then %s; else %s >&"$%s_o"; fi; %s=; `, marker, marker, p.fn, p.seqVar)
+	emit := fmt.Sprintf(`if [[ -t 1 ]]; then %s; else %s >&"$%s_o"; fi; %s=`, marker, marker, p.fn, p.seqVar)
+	// The prompt function runs before every prompt, so its usual path is
+	// one case test and the marker (bash spends microseconds per statement).
+	// PS1 or PS2 set by the command, or `set -x`, take the slow path: it
+	// switches tracing off, clears PS1 and PS2, prints the marker and turns
+	// tracing back on. Every line either can trace names the nonce (bash
+	// traces a case statement by its unexpanded word), so stripOwnLines
+	// removes them.
+	fmt.Fprintf(&b, `%s() { case ${PS1-}${PS2-}:$-:%s in :*x*|[!:]*) %s_s "$1";; *) %s;; esac; }; `,
+		p.fn, p.fn, p.fn, emit)
+	fmt.Fprintf(&b, `%s_s() { case $-:%s in *x*) \builtin set +x -- "$1" %s; %s_x=1;; esac; PS1=; PS2=; %s; `, p.fn, p.fn, p.fn, p.fn, emit)
 	fmt.Fprintf(&b, `case ${%s_x-} in 1) %s_x=; \builtin set -x;; esac; }; `, p.fn, p.fn)
-	fmt.Fprintf(&b, `\builtin readonly -f %s; \builtin declare -r PROMPT_COMMAND='%s $?'`, p.fn, p.fn)
+	fmt.Fprintf(&b, `\builtin readonly -f %s %s_s; \builtin declare -r PROMPT_COMMAND='%s $?'`, p.fn, p.fn, p.fn)
 	b.WriteString("\n")
 	return []byte(b.String())
 }

@@ -122,6 +122,8 @@ func TestPromptMachineryCannotBeBroken(t *testing.T) {
 		"PROMPT_COMMAND='echo hijacked'",
 		"unset PROMPT_COMMAND",
 		"set -u",
+		"unset PS1 PS2", // under set -u: the prompt function must not expand them bare
+		"PS2='more> '",
 		"set -H",
 		"echo \"bang!\"",
 		"trap 'echo exiting' EXIT; trap '' INT",
@@ -138,9 +140,13 @@ func TestPromptMachineryCannotBeBroken(t *testing.T) {
 	}
 	// xtrace: the user's commands are traced, our machinery is not.
 	bash(t, h, "a", "set -x")
-	res := bash(t, h, "a", "echo traced")
-	if !strings.Contains(res.Text, "traced\n") || strings.Contains(res.Text, "__dsh") || strings.Contains(res.Text, "PS1") {
-		t.Fatalf("xtrace output %q", res.Text)
+	for _, cmd := range []string{"echo traced", "PS1='traced> '", "echo traced"} {
+		// The prompt after the PS1 change takes the slow path, under -x.
+		res := bash(t, h, "a", cmd)
+		if strings.Contains(res.Text, "__dsh") || (cmd == "echo traced") != strings.Contains(res.Text, "traced\n") ||
+			(cmd == "echo traced" && strings.Contains(res.Text, "PS1")) {
+			t.Fatalf("xtrace output of %q: %q", cmd, res.Text)
+		}
 	}
 	bash(t, h, "a", "set +x")
 	if got := bash(t, h, "a", "echo $PS1"); strings.Contains(got.Text, "custom") {

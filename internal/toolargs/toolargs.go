@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
+
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
@@ -35,6 +37,16 @@ func Decode(tool string, raw []byte, v any, allowEmpty bool, example string) err
 	}
 	if trimmed[0] != '{' {
 		return fmt.Errorf("%s: invalid arguments: expected a JSON object like %s", tool, example)
+	}
+	// The strict rules above are encoding/json/v2's defaults (exact names,
+	// no duplicates) plus RejectUnknownMembers: well-formed arguments decode
+	// in one pass. Anything it refuses goes the slow way below, which also
+	// accepts 1500.0 for an integer and explains what is wrong.
+	if jsonv2.Unmarshal(trimmed, v, jsonv2.RejectUnknownMembers(true)) == nil {
+		return nil
+	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		rv.Elem().SetZero() // drop what the failed pass filled in
 	}
 	if err := checkKeys(trimmed, v); err != nil {
 		return fmt.Errorf("%s: invalid arguments: %w", tool, err)
