@@ -114,11 +114,13 @@ type call struct {
 	seq      uint64 // its command line's sequence number, once written
 	running  bool   // its command line was written
 	fresh    bool
-	notes    []string
-	before   collector // output since the previous call
-	out      collector
-	proto    protocol
-	intr     *interrupt
+	// beginTries counts the begins put off while a chunk was handed over.
+	beginTries int
+	notes      []string
+	before     collector // output since the previous call
+	out        collector
+	proto      protocol
+	intr       *interrupt
 }
 
 // interrupt is the state of stopping a command that waits for input before
@@ -231,6 +233,9 @@ func (a *Actor) pump(ctx actor.Context) {
 	a.send(&beginCall{c})
 }
 
+// maxBeginTries bounds how often a call waits for a chunk being handed over.
+const maxBeginTries = 100
+
 // beginCall starts a call once the output queued before it has landed.
 type beginCall struct{ c *call }
 
@@ -239,10 +244,16 @@ type beginCall struct{ c *call }
 func (a *Actor) begin(ctx actor.Context, c *call) {
 	if a.proc != nil {
 		c.proto = a.proto // to recognise our own lines in what comes before
-		// ok is false only while the reader hands over a chunk, which then
-		// lands behind this message and inside the call: a race with the
-		// program itself, as on any terminal.
-		if b, _ := a.proc.ReadPending(); len(b) > 0 {
+		// While a chunk is being handed over, begin again once it has been:
+		// it then lands ahead of this call, in the output before it.
+		// (A flood that keeps the reader busy cannot hold the call back for
+		// long: after maxBeginTries it starts anyway.)
+		b, ok := a.proc.ReadPendingOr(func() { a.send(&beginCall{c}) })
+		if !ok && c.beginTries < maxBeginTries {
+			c.beginTries++
+			return
+		}
+		if len(b) > 0 {
 			a.output(ctx, b)
 		}
 	}

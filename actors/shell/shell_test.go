@@ -353,17 +353,28 @@ func TestCancelResetsAndDiscardsTheResult(t *testing.T) {
 	}
 }
 
-// Closing or resetting a shell leaves no process of its session, however it
-// tried to escape SIGHUP.
+// Closing or resetting a shell leaves no process it started, however it
+// tried to escape SIGHUP or the session.
 func TestNoProcessSurvivesAReset(t *testing.T) {
 	h := newHost(t, nil)
 	sid := shellPID(t, h, "a")
-	bash(t, h, "a", "nohup sleep 1001 >/dev/null 2>&1 &\nsleep 1002 & disown\n(trap '' HUP; sleep 1003) &\nsetsid -w true")
+	bash(t, h, "a", "nohup sleep 1001 >/dev/null 2>&1 &\nsleep 1002 & disown\n(trap '' HUP; sleep 1003) &\nsetsid -w true\n"+
+		"setsid sleep 1007 & (setsid sleep 1008 &)")
+	// Both escapees run before the reset: one the shell's child in a session
+	// of its own, one handed to init by a double fork.
+	testkit.Eventually(t, "the setsid escapees", func() (bool, string) {
+		n := len(testkit.CommandsRunning("sleep 1007", "sleep 1008"))
+		return n == 2, fmt.Sprintf("%d of 2", n)
+	})
 	res := bash(t, h, "a", "exit")
 	if !res.ShellReset {
 		t.Fatalf("%+v", res)
 	}
 	testkit.SessionGone(t, sid)
+	testkit.Eventually(t, "the setsid escapees gone", func() (bool, string) {
+		left := testkit.CommandsRunning("sleep 1007", "sleep 1008")
+		return len(left) == 0, strings.Join(left, ", ")
+	})
 
 	sid = shellPID(t, h, "a")
 	bash(t, h, "a", "nohup sleep 1004 >/dev/null 2>&1 & disown")

@@ -244,7 +244,7 @@ func TestTaskKillEscalatesWhenSIGINTIsIgnored(t *testing.T) {
 func TestCloseEndsEverythingInTheSession(t *testing.T) {
 	f := newFixture(t, nil)
 	id, _ := f.open(`{}`)
-	r := f.send(id, "sleep 1000 & nohup sleep 1001 >/dev/null 2>&1 & (trap '' HUP; sleep 1002) & echo $$", "Enter")
+	r := f.send(id, "sleep 1000 & nohup sleep 1001 >/dev/null 2>&1 & (trap '' HUP; sleep 1002) & (setsid sleep 1003 &); echo $$", "Enter")
 	lines := strings.Split(r.text, "\n")
 	var sid int
 	for _, l := range lines {
@@ -260,6 +260,11 @@ func TestCloseEndsEverythingInTheSession(t *testing.T) {
 		t.Fatalf("%+v", c)
 	}
 	testkit.SessionGone(t, sid)
+	// Even what left the session by a double fork.
+	testkit.Eventually(t, "what left the session gone", func() (bool, string) {
+		left := testkit.CommandsRunning("sleep 1003")
+		return len(left) == 0, strings.Join(left, ", ")
+	})
 	if r := f.send(id, "echo", "Enter"); !r.isErr || !strings.Contains(r.text, "no such terminal") {
 		t.Fatalf("send after close: %+v", r)
 	}

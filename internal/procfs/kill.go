@@ -12,19 +12,60 @@ import (
 var errSRCH = syscall.ESRCH
 
 // KillSession sends SIGKILL to every live member of session sid and waits,
-// up to timeout, until each has exited. Members forked while it works are
-// found by scanning again, so it repeats until a scan finds nobody.
+// up to timeout, until each has exited; see [KillTree], which it is with no
+// mark. Processes that left the session with setsid(2) are out of its reach.
+func KillSession(sid int, timeout time.Duration) error {
+	return KillTree(Tree{Session: sid}, timeout)
+}
+
+// Tree names what a program started: the members of its session, and the
+// processes that left the session (setsid, daemons) but carry the program's
+// mark in their environment.
+type Tree struct {
+	// Session is the program's session id (its pid: it was started with
+	// setsid).
+	Session int
+	// MarkName and MarkToken: a process outside the session belongs to the
+	// tree when its environment variable MarkName holds MarkToken among its
+	// colon-separated values. An empty MarkToken means session members only.
+	MarkName, MarkToken string
+	// Since is the leader's start time (Proc.Start). Only processes started
+	// at or after it can belong to the tree, so only their environments are
+	// read. Zero reads every process's.
+	Since uint64
+}
+
+// members lists the tree's live processes.
+func (t Tree) members() ([]Proc, error) {
+	if t.Session <= 1 {
+		return nil, fmt.Errorf("%w (got %d)", ErrBadID, t.Session)
+	}
+	return filter(func(p Proc) bool {
+		switch {
+		case p.Zombie():
+			return false
+		case p.Session == t.Session:
+			return true
+		case t.MarkToken == "" || p.Start < t.Since || p.PID <= 1:
+			return false
+		default:
+			return Marked(p.PID, t.MarkName, t.MarkToken)
+		}
+	})
+}
+
+// KillTree sends SIGKILL to every process of the tree and waits, up to
+// timeout, until each has exited. Processes forked while it works are found
+// by scanning again, so it repeats until a scan finds nobody.
 //
 // Signals go through pidfds, so a pid that was reused after a member exited is
-// never hit. It returns the members still alive at the deadline, if any, with
-// an error naming them.
-//
-// Processes that left the session with setsid(2) are not members any more and
-// are out of its reach.
-func KillSession(sid int, timeout time.Duration) error {
+// never hit. It returns an error naming the processes still alive at the
+// deadline, if any. A process that left the session and was executed with an
+// environment without the mark (env -i) is out of its reach.
+func KillTree(t Tree, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		members, err := Session(sid)
+		members, err := t.members()
 		if err != nil {
 			return err
 		}
@@ -33,7 +74,7 @@ func KillSession(sid int, timeout time.Duration) error {
 		}
 		left := killAndWait(members, deadline)
 		if len(left) > 0 && !time.Now().Before(deadline) {
-			return fmt.Errorf("procfs: %d process(es) of session %d survived SIGKILL for %v: %v", len(left), sid, timeout, left)
+			return fmt.Errorf("procfs: %d process(es) of session %d survived SIGKILL for %v: %v", len(left), t.Session, timeout, left)
 		}
 	}
 }

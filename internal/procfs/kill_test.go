@@ -211,3 +211,66 @@ func TestKillSessionZeroTimeout(t *testing.T) {
 	}
 	testkit.SessionGone(t, sid)
 }
+
+// KillTree also reaches what left the session with setsid, directly or by a
+// double fork that leaves it to init, through the token in its environment;
+// a process with another token, or one that merely contains ours, is not
+// touched.
+func TestKillTreeReachesWhatLeftTheSession(t *testing.T) {
+	const name = "DSH_TEST_TREE"
+	token := "c0ffee" + strconv.Itoa(os.Getpid())
+	setsidPath, err := exec.LookPath("setsid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two that leave: one still the shell's child, one handed to init.
+	cmd := startSession(t, "env", name+"=outer:"+token, "bash", "--norc", "--noprofile", "-c",
+		setsidPath+" sleep 1000 & ("+setsidPath+" sleep 1000 &); sleep 1000 & wait")
+	bystander := startSession(t, "env", name+"=outer:"+token+"x", "sleep", "1000")
+	sid := cmd.Process.Pid
+	leader, err := procfs.Stat(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := func() []procfs.Proc {
+		all, err := procfs.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []procfs.Proc
+		for _, p := range all {
+			if !p.Zombie() && procfs.Marked(p.PID, name, token) {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	testkit.Eventually(t, "three sleeps, two of them in sessions of their own", func() (bool, string) {
+		sleeps, outside := 0, 0
+		for _, p := range marked() {
+			if p.Comm == "sleep" {
+				sleeps++
+				if p.Session != sid {
+					outside++
+				}
+			}
+		}
+		return sleeps == 3 && outside == 2, fmt.Sprintf("%+v", marked())
+	})
+
+	tree := procfs.Tree{Session: sid, MarkName: name, MarkToken: token, Since: leader.Start}
+	if err := procfs.KillTree(tree, testkit.Timeout); err != nil {
+		t.Fatal(err)
+	}
+	if left := marked(); len(left) > 0 {
+		t.Errorf("still alive after KillTree: %+v", left)
+	}
+	if p, err := procfs.Stat(bystander.Process.Pid); err != nil || p.Zombie() {
+		t.Errorf("the bystander with token %sx was killed: %+v %v", token, p, err)
+	}
+	// Without the token only the session is reached, as KillSession.
+	if procfs.Marked(bystander.Process.Pid, name, token) || !procfs.Marked(bystander.Process.Pid, name, token+"x") ||
+		!procfs.Marked(bystander.Process.Pid, name, "outer") || procfs.Marked(bystander.Process.Pid, "DSH_TEST", "outer") {
+		t.Errorf("Marked reads the list of tokens wrongly")
+	}
+}

@@ -39,6 +39,8 @@ func TestParseStatComm(t *testing.T) {
 			Proc{PID: 15, PPID: 1, PGRP: 15, Session: 15, State: 'S', Comm: "lead"}},
 	}
 	for _, tt := range tests {
+		tt.line = padStat(tt.line, "777")
+		tt.want.Start = 777
 		got, err := parseStat([]byte(tt.line))
 		if err != nil {
 			t.Errorf("parseStat(%q): %v", tt.line, err)
@@ -48,6 +50,19 @@ func TestParseStatComm(t *testing.T) {
 			t.Errorf("parseStat(%q) = %+v, want %+v", tt.line, got, tt.want)
 		}
 	}
+}
+
+// padStat completes a stat line cut after its first fields with zeros up to
+// starttime (the 20th field after the name), which it sets to start.
+func padStat(line, start string) string {
+	end := strings.HasSuffix(line, "\n")
+	line = strings.TrimSuffix(line, "\n")
+	n := len(strings.Fields(line[strings.LastIndexByte(line, ')')+1:]))
+	line += strings.Repeat(" 0", 19-n) + " " + start + " 0 0"
+	if end {
+		line += "\n"
+	}
+	return line
 }
 
 func TestParseStatMalformed(t *testing.T) {
@@ -68,6 +83,8 @@ func TestParseStatMalformed(t *testing.T) {
 		"123 (bash) S 1 x 3",                    // pgrp not a number
 		"123 (bash) S 1 2 x",                    // session not a number
 		"123 (bash) S 1 2 99999999999999999999", // overflow
+		"123 (bash) S 1 2 3 0",                  // no start time
+		padStat("123 (bash) S 1 2 3 0", "x"),    // start time not a number
 	} {
 		if p, err := parseStat([]byte(line)); err == nil {
 			t.Errorf("parseStat(%q) = %+v, want an error", line, p)

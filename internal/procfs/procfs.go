@@ -22,6 +22,8 @@ type Proc struct {
 	TTYNr int
 	// Comm is the executable name as the kernel keeps it (at most 15 bytes).
 	Comm string
+	// Start is when the process started, in clock ticks after boot.
+	Start uint64
 }
 
 // Zombie reports whether the process has exited and only waits to be reaped.
@@ -57,7 +59,9 @@ func parseStat(b []byte) (Proc, error) {
 	}
 	p.Comm = string(b[open+1 : closing])
 	fields := bytes.Fields(b[closing+1:])
-	if len(fields) < 5 || len(fields[0]) != 1 {
+	// state ppid pgrp session tty_nr ... starttime is the 20th field after
+	// the name.
+	if len(fields) < 20 || len(fields[0]) != 1 {
 		return Proc{}, fmt.Errorf("procfs: malformed stat line %q", b)
 	}
 	p.State = fields[0][0]
@@ -67,7 +71,33 @@ func parseStat(b []byte) (Proc, error) {
 			return Proc{}, fmt.Errorf("procfs: malformed stat line %q", b)
 		}
 	}
+	if p.Start, err = strconv.ParseUint(string(fields[19]), 10, 64); err != nil {
+		return Proc{}, fmt.Errorf("procfs: malformed stat line %q", b)
+	}
 	return p, nil
+}
+
+// Marked reports whether process pid was started with the environment
+// variable name holding token among its colon-separated values. The
+// environment is the one the process was executed with; a process that
+// cannot be read (gone, another user's) is not marked.
+func Marked(pid int, name, token string) bool {
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return false
+	}
+	prefix := []byte(name + "=")
+	for entry := range bytes.SplitSeq(env, []byte{0}) {
+		if value, ok := bytes.CutPrefix(entry, prefix); ok {
+			for t := range bytes.SplitSeq(value, []byte{':'}) {
+				if string(t) == token {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	return false
 }
 
 // List returns every process that exists while /proc is read. Processes that

@@ -132,7 +132,14 @@ func TestStatOfALiveProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := procfs.Proc{PID: pid, PPID: os.Getpid(), PGRP: pid, Session: pid, State: p.State, Comm: "sleep"}
+	self, err := procfs.Stat(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Start == 0 || p.Start < self.Start {
+		t.Errorf("child started at tick %d, this process at %d: want the child later", p.Start, self.Start)
+	}
+	want := procfs.Proc{PID: pid, PPID: os.Getpid(), PGRP: pid, Session: pid, State: p.State, Comm: "sleep", Start: p.Start}
 	if p != want {
 		t.Errorf("Stat(%d) = %+v, want %+v", pid, p, want)
 	}

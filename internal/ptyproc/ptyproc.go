@@ -1,10 +1,13 @@
 package ptyproc
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -145,6 +148,10 @@ type Process struct {
 	// ProbeWait's drain check, so a Probe is never delivered ahead of output
 	// that was read before it.
 	readMu sync.Mutex
+	// afterMu guards afterRead: callbacks ReadPendingOr left for the holder
+	// of readMu, run by unlockRead once it has let go.
+	afterMu   sync.Mutex
+	afterRead []func()
 
 	writeMu      sync.Mutex
 	writeQueue   []byte
@@ -155,6 +162,41 @@ type Process struct {
 	closeOnce    sync.Once
 	closeErr     error
 	bytesWritten atomic.Int64
+	// tree is what Close kills: the session, and what left it with the mark.
+	tree procfs.Tree
+}
+
+// MarkVariable is set in the environment of every program started here, and
+// so of everything it starts: a colon-separated list of tokens, one per
+// ptyproc session it runs under (sessions nest when a host runs inside
+// another host's shell). Close kills the processes that left the session
+// (setsid, daemons) by their token.
+const MarkVariable = "DSH_ACTORS_SESSION"
+
+// markTree adds a fresh token to MarkVariable in env (nil: this process's
+// environment) and returns the tree to kill, without its session and start
+// time, and the environment to start the program with.
+func markTree(env []string) (procfs.Tree, []string) {
+	if env == nil {
+		env = os.Environ()
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("ptyproc: no randomness for the session mark: %v", err))
+	}
+	token := hex.EncodeToString(b[:])
+	value := token
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, MarkVariable+"="); ok {
+			if v != "" {
+				value = v + ":" + token
+			}
+			continue
+		}
+		out = append(out, kv)
+	}
+	return procfs.Tree{MarkName: MarkVariable, MarkToken: token}, append(out, MarkVariable+"="+value)
 }
 
 // Start starts the program. deliver is called from the process's goroutines
@@ -174,8 +216,9 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 		tty.Close()
 		return nil, err
 	}
+	tree, env := markTree(opts.Env)
 	cmd := exec.Command(path, opts.Args...)
-	cmd.Env = opts.Env
+	cmd.Env = env
 	cmd.Dir = opts.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	// A new session with the terminal as its controlling terminal (fd 0 in the
@@ -188,12 +231,16 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 		return nil, fmt.Errorf("ptyproc: starting %s: %w", path, err)
 	}
 	slaveFD := int(tty.Fd())
+	tree.Session = cmd.Process.Pid
+	if st, err := procfs.Stat(cmd.Process.Pid); err == nil {
+		tree.Since = st.Start // what leaves the session starts after its leader
+	}
 
 	f, err := nonBlockingDup(master)
 	master.Close()
 	if err != nil {
 		tty.Close()
-		_ = procfs.KillSession(cmd.Process.Pid, killTimeout)
+		_ = procfs.KillTree(tree, killTimeout)
 		_ = cmd.Wait()
 		return nil, err
 	}
@@ -201,7 +248,7 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 	if err != nil {
 		f.Close()
 		tty.Close()
-		_ = procfs.KillSession(cmd.Process.Pid, killTimeout)
+		_ = procfs.KillTree(tree, killTimeout)
 		_ = cmd.Wait()
 		return nil, fmt.Errorf("ptyproc: %w", err)
 	}
@@ -209,6 +256,7 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 		cmd:       cmd,
 		opts:      opts,
 		pid:       cmd.Process.Pid,
+		tree:      tree,
 		ttyName:   ttyName,
 		master:    f,
 		slave:     tty,
@@ -321,7 +369,7 @@ func (p *Process) readLoop() {
 			p.readMu.Lock()
 			n, readErr = unix.Read(int(fd), *bufp)
 			if readErr == unix.EAGAIN {
-				p.readMu.Unlock()
+				p.unlockRead()
 				chunkPool.Put(bufp)
 				return false
 			}
@@ -330,7 +378,7 @@ func (p *Process) readLoop() {
 			} else {
 				chunkPool.Put(bufp)
 			}
-			p.readMu.Unlock()
+			p.unlockRead()
 			return true
 		})
 		if err != nil || readErr != nil || n == 0 {
@@ -371,11 +419,11 @@ func (p *Process) waitLoop() {
 		}
 		p.readMu.Lock()
 		if p.readChunkLocked() {
-			p.readMu.Unlock()
+			p.unlockRead()
 			continue
 		}
 		p.send(&Exited{Proc: p, Status: st, InputPending: p.inputPending()})
-		p.readMu.Unlock()
+		p.unlockRead()
 		select {
 		case p.credits <- struct{}{}: // the credit taken for nothing
 		default:
@@ -581,7 +629,7 @@ func (p *Process) probe(tag any) *Probe {
 	// spare the read, but on a loaded machine it stalled: 100 agents fell
 	// from ~4,400 to ~450 calls/s.)
 	p.readMu.Lock()
-	defer p.readMu.Unlock()
+	defer p.unlockRead()
 	select {
 	case <-p.credits:
 	default:
@@ -626,17 +674,28 @@ func (p *Process) readChunkLocked() bool {
 	return true
 }
 
-// ReadPending returns, without waiting, what the program has written and the
-// reader has not picked up yet (at most ChunkSize bytes). A caller that is
-// about to write new input uses it to attribute earlier output to the time
-// before that input. While the reader is delivering a chunk it returns
-// ok=false and reads nothing: the caller may be running inside that very
-// delivery (an actor on a synchronized dispatcher), so it must not wait.
-func (p *Process) ReadPending() (b []byte, ok bool) {
+// ReadPendingOr returns, without waiting, what the program has written and
+// the reader has not picked up yet (at most ChunkSize bytes). A caller that
+// is about to write new input uses it to attribute earlier output to the
+// time before that input.
+//
+// While a chunk is being read and delivered it returns ok=false, reads
+// nothing, and calls retry once that delivery is over: the caller may be
+// running inside that very delivery (an actor on a synchronized dispatcher),
+// so it must not wait, and a chunk another goroutine is delivering lands
+// behind whatever message the caller is handling. retry is called from the
+// goroutine that delivered, once; it must not block.
+func (p *Process) ReadPendingOr(retry func()) (b []byte, ok bool) {
+	p.afterMu.Lock()
 	if !p.readMu.TryLock() {
+		// The holder runs retry after it unlocks; it cannot have unlocked
+		// and checked afterRead yet, as that needs afterMu.
+		p.afterRead = append(p.afterRead, retry)
+		p.afterMu.Unlock()
 		return nil, false
 	}
-	defer p.readMu.Unlock()
+	p.afterMu.Unlock()
+	defer p.unlockRead()
 	// Most of the time nothing is pending: FIONREAD says so for less than a
 	// read that ends in EAGAIN. (It does not see bytes still in the kernel's
 	// buffer work; those arrive through the reader.)
@@ -659,6 +718,18 @@ func (p *Process) ReadPending() (b []byte, ok bool) {
 		return nil, true // the usual case: no allocation
 	}
 	return append([]byte(nil), (*bufp)[:n]...), true
+}
+
+// unlockRead releases readMu and runs the callbacks left for its release.
+func (p *Process) unlockRead() {
+	p.readMu.Unlock()
+	p.afterMu.Lock()
+	after := p.afterRead
+	p.afterRead = nil
+	p.afterMu.Unlock()
+	for _, f := range after {
+		f()
+	}
 }
 
 // inputPending reports whether input written to the terminal has not been
@@ -695,7 +766,7 @@ func (p *Process) Close() error {
 		p.closing.Store(true)
 		p.lifeMu.Unlock()
 		close(p.done)
-		killErr := procfs.KillSession(p.pid, killTimeout)
+		killErr := procfs.KillTree(p.tree, killTimeout)
 		// The program was a member of the session, so Wait returns now.
 		<-p.exited
 		p.probes.Wait()

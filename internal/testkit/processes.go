@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -131,4 +132,26 @@ func SessionGone(t testing.TB, sid int) {
 	if again, _ := procfs.Session(sid); len(again) > 0 {
 		t.Fatalf("session %d: %d process(es) still alive: %v", sid, len(again), again)
 	}
+}
+
+// CommandsRunning lists the live processes whose command line is one of
+// cmds (arguments joined by single spaces), as "pid command line".
+func CommandsRunning(cmds ...string) []string {
+	entries, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || len(b) == 0 {
+			continue // gone, or a zombie
+		}
+		line := strings.ReplaceAll(strings.TrimSuffix(string(b), "\x00"), "\x00", " ")
+		if slices.Contains(cmds, line) {
+			out = append(out, fmt.Sprintf("%d %s", pid, line))
+		}
+	}
+	return out
 }
