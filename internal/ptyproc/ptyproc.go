@@ -696,17 +696,10 @@ func (p *Process) ReadPendingOr(retry func()) (b []byte, ok bool) {
 	}
 	p.afterMu.Unlock()
 	defer p.unlockRead()
-	// Most of the time nothing is pending: FIONREAD says so for less than a
-	// read that ends in EAGAIN. (It does not see bytes still in the kernel's
-	// buffer work; those arrive through the reader.)
-	var queued int
-	if err := p.control(func(fd int) error {
-		var err error
-		queued, err = unix.IoctlGetInt(fd, unix.TIOCINQ)
-		return err
-	}); err == nil && queued == 0 {
-		return nil, true
-	}
+	// A read, not FIONREAD: reading flushes the kernel's pending buffer work
+	// first (n_tty_read), so bytes the program wrote a moment ago are seen;
+	// FIONREAD does not wait for them, and they would land inside the call
+	// that follows.
 	bufp := chunkPool.Get().(*[]byte)
 	defer chunkPool.Put(bufp)
 	var n int
