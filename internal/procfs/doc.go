@@ -6,7 +6,8 @@
 //   - Which processes belong to a session or a process group? ([List], [Session])
 //   - Is a process group blocked reading a given terminal, so that a program is
 //     waiting for input rather than working? ([TTYWait])
-//   - How do we make sure nothing of a session survives? ([KillSession])
+//   - How do we make sure nothing of a session survives, including what left
+//     it with setsid? ([KillTree], [KillSession])
 //
 // The wait proof follows the kernel, not output silence: a task whose
 // /proc/PID/task/TID/syscall shows read or readv on the terminal's slave, or

@@ -30,8 +30,9 @@
 // master is non-blocking), a waiter goroutine (in os/exec's Wait), a writer
 // goroutine that only works when a write would block, and one short goroutine
 // per ProbeWait call. Close ends all of them and returns only when they have
-// returned: it kills every member of the session, reaps the program, closes
-// the master and joins the goroutines.
+// returned: it kills every member of the session and everything that left it
+// (see [MarkVariable]), reaps the program, closes the master and joins the
+// goroutines.
 //
 // # Why the master is duplicated
 //
