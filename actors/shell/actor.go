@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -101,6 +102,7 @@ type Actor struct {
 	// proven; see package waitproof.
 	wait      *waitproof.Tracker
 	callTimer *time.Timer
+	timedCall atomic.Pointer[call] // the call callTimer was armed for
 	stepTimer *time.Timer
 }
 
@@ -456,7 +458,8 @@ func (a *Actor) finish(ctx actor.Context, c *call, r Result) {
 	})
 	a.cur = nil
 	a.wait.Stop()
-	a.stopTimer(&a.callTimer)
+	// The call timer stays armed: re-armed later for the next call, it wakes
+	// nobody, while a timer added anew wakes the runtime's poller thread.
 	a.stopTimer(&a.stepTimer)
 	a.pump(ctx)
 }
@@ -557,6 +560,9 @@ func (a *Actor) ticked(ctx actor.Context, t *tick) {
 	}
 	switch t.kind {
 	case tickTimeout:
+		if time.Now().Before(c.deadline) {
+			return // fired for an earlier deadline as it was re-armed
+		}
 		r := Result{TimedOut: true, ShellReset: true, IsError: true, FreshShell: c.fresh}
 		limit := ""
 		if c.args.TimeoutMs > c.timeout.Milliseconds() {
@@ -636,10 +642,19 @@ func (a *Actor) escalate(ctx actor.Context, c *call) {
 	}
 }
 
+// armCallTimer sets the one call timer of this actor to c's deadline. The
+// timer names the call armed last when it fires; ticked ignores a firing
+// before that call's deadline (one that raced with the re-arming).
 func (a *Actor) armCallTimer(c *call) {
-	a.stopTimer(&a.callTimer)
-	t, send := &tick{kind: tickTimeout, c: c}, a.send
-	a.callTimer = time.AfterFunc(time.Until(c.deadline), func() { send(t) })
+	a.timedCall.Store(c)
+	if a.callTimer != nil {
+		a.callTimer.Reset(time.Until(c.deadline))
+		return
+	}
+	armed, send := &a.timedCall, a.send
+	a.callTimer = time.AfterFunc(time.Until(c.deadline), func() {
+		send(&tick{kind: tickTimeout, c: armed.Load()})
+	})
 }
 
 func (a *Actor) armStep(c *call) {

@@ -322,6 +322,22 @@ func TestTimeoutKeepsPartialOutputAndResets(t *testing.T) {
 	}
 }
 
+// The call timer outlives its call: a short deadline of a finished call
+// never cuts a later call short, whether the timer is re-armed before it
+// would fire or fires while the shell is idle.
+func TestAFinishedCallsDeadlineNeverHitsTheNext(t *testing.T) {
+	h := newHost(t, nil)
+	wantText(t, bashArgs(t, h, "a", shell.Args{Command: "echo quick", TimeoutMs: 200}), "quick\n")
+	wantText(t, bash(t, h, "a", "sleep 0.4; echo second"), "second\n") // re-armed at once
+	wantText(t, bashArgs(t, h, "a", shell.Args{Command: "echo quick", TimeoutMs: 200}), "quick\n")
+	// Another agent's call outlasts the 200 ms while a's shell is idle.
+	wantText(t, bash(t, h, "b", "sleep 0.4; echo other"), "other\n")
+	res := bash(t, h, "a", "sleep 0.3; echo third")
+	if res.TimedOut || res.FreshShell || res.Text != "third\n" {
+		t.Fatalf("%q %+v", res.Text, res)
+	}
+}
+
 func TestConfiguredTimeoutCapsTheCallTimeout(t *testing.T) {
 	h := newHost(t, func(c *config.Config) { c.Bash.TimeoutMs = 200 })
 	res := bashArgs(t, h, "a", shell.Args{Command: "sleep 1000", TimeoutMs: 60000})
