@@ -116,8 +116,11 @@ type call struct {
 	seq      uint64 // its command line's sequence number, once written
 	running  bool   // its command line was written
 	fresh    bool
-	// beginTries counts the begins put off while a chunk was handed over.
+	// beginTries counts the begins put off while a chunk was handed over;
+	// begun is set once the call went past that point, so that a retry
+	// still on its way can never write the command a second time.
 	beginTries int
+	begun      bool
 	notes      []string
 	before     collector // output since the previous call
 	out        collector
@@ -182,7 +185,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.pump(ctx)
 	case *beginCall:
 		if m.c == a.cur {
-			a.begin(ctx, m.c)
+			a.begin(ctx, m.c, m.retry)
 		}
 	case *Cancel:
 		a.cancel(ctx, m.CallID)
@@ -232,25 +235,36 @@ func (a *Actor) pump(ctx actor.Context) {
 	// Chunks the reader has already queued in this mailbox are older than
 	// anything still in the kernel: begin behind them, so that what
 	// background jobs printed before this call is filed before it, in order.
-	a.send(&beginCall{c})
+	a.send(&beginCall{c: c})
 }
 
 // maxBeginTries bounds how often a call waits for a chunk being handed over.
 const maxBeginTries = 100
 
 // beginCall starts a call once the output queued before it has landed.
-type beginCall struct{ c *call }
+// A retry is one that ReadPendingOr asked for; it is void once the call
+// went on without it.
+type beginCall struct {
+	c     *call
+	retry bool
+}
 
 // begin starts c: what background jobs printed before it goes before it,
 // then a command left waiting for input is interrupted, or c's command runs.
-func (a *Actor) begin(ctx actor.Context, c *call) {
+func (a *Actor) begin(ctx actor.Context, c *call, retry bool) {
+	switch {
+	case !retry:
+		c.begun, c.beginTries = false, 0
+	case c.begun:
+		return // left behind by an attempt that went on without it
+	}
 	if a.proc != nil {
 		c.proto = a.proto // to recognise our own lines in what comes before
 		// While a chunk is being handed over, begin again once it has been:
 		// it then lands ahead of this call, in the output before it.
 		// (A flood that keeps the reader busy cannot hold the call back for
 		// long: after maxBeginTries it starts anyway.)
-		b, ok := a.proc.ReadPendingOr(func() { a.send(&beginCall{c}) })
+		b, ok := a.proc.ReadPendingOr(func() { a.send(&beginCall{c: c, retry: true}) })
 		if !ok && c.beginTries < maxBeginTries {
 			c.beginTries++
 			return
@@ -259,6 +273,7 @@ func (a *Actor) begin(ctx actor.Context, c *call) {
 			a.output(ctx, b)
 		}
 	}
+	c.begun = true
 	if !a.idle.empty() {
 		c.before = a.idle
 		a.idle = newCollector(a.opts.Config.MaxOutputChars)

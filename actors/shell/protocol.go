@@ -93,7 +93,7 @@ func (p protocol) initLine() []byte {
 	// tracing back on. Every line either can trace names the nonce (bash
 	// traces a case statement by its unexpanded word), so stripOwnLines
 	// removes them.
-	fmt.Fprintf(&b, `%s() { case ${PS1-}${PS2-}:$-:%s in :*x*|[!:]*) %s_s "$1";; *) %s;; esac; }; `,
+	fmt.Fprintf(&b, `%s() { case ${PS1:+p}${PS2:+p}:$-:%s in :*x*|p*) %s_s "$1";; *) %s;; esac; }; `,
 		p.fn, p.fn, p.fn, emit)
 	fmt.Fprintf(&b, `%s_s() { case $-:%s in *x*) \builtin set +x -- "$1" %s; %s_x=1;; esac; PS1=; PS2=; %s; `, p.fn, p.fn, p.fn, p.fn, emit)
 	fmt.Fprintf(&b, `case ${%s_x-} in 1) %s_x=; \builtin set -x;; esac; }; `, p.fn, p.fn)

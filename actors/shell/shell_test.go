@@ -124,6 +124,8 @@ func TestPromptMachineryCannotBeBroken(t *testing.T) {
 		"set -u",
 		"unset PS1 PS2", // under set -u: the prompt function must not expand them bare
 		"PS2='more> '",
+		"PS1=': \\w; '", // a prompt that starts like the fast path's separator
+		"PS1=; PS2=':> '",
 		"set -H",
 		"echo \"bang!\"",
 		"trap 'echo exiting' EXIT; trap '' INT",
@@ -138,6 +140,10 @@ func TestPromptMachineryCannotBeBroken(t *testing.T) {
 		}
 		wantText(t, bash(t, h, "a", "echo ok"), "ok\n")
 	}
+	// A long command goes as continuation lines, where bash prints PS2.
+	bash(t, h, "a", "PS2=':> '")
+	long := "echo " + strings.Repeat("x", 3000) + " | wc -c"
+	wantText(t, bash(t, h, "a", long), "3001\n")
 	// xtrace: the user's commands are traced, our machinery is not.
 	bash(t, h, "a", "set -x")
 	for _, cmd := range []string{"echo traced", "PS1='traced> '", "echo traced"} {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -143,6 +144,13 @@ func Reexec() error {
 	again := os.Getenv(reexecMark) != ""
 	if again {
 		_ = os.Unsetenv(reexecMark)
+		// Executed as /proc/self/exe, the kernel named us "exe": give the
+		// program its own name back for ps, pgrep and top.
+		name := filepath.Base(os.Args[0])
+		if len(name) > 15 {
+			name = name[:15] // the kernel's limit (TASK_COMM_LEN - 1)
+		}
+		_ = os.WriteFile("/proc/self/comm", []byte(name), 0)
 	}
 	st, err := Inherited()
 	if err != nil {

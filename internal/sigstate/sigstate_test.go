@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,6 +25,7 @@ type report struct {
 	After     string `json:"after"`      // Inherited() after Reexec
 	Child     string `json:"child"`      // SigBlk and SigIgn of a child, from its /proc
 	Mark      string `json:"mark"`       // the re-exec mark still in our environment
+	Comm      string `json:"comm"`       // the kernel's name for this process
 }
 
 func TestMain(m *testing.M) {
@@ -52,6 +54,8 @@ func helper(mode string) int {
 	}
 	r.After = st.String()
 	r.Mark = os.Getenv("DSH_ACTORS_SIGNALS_RESET")
+	comm, _ := os.ReadFile("/proc/self/comm")
+	r.Comm = strings.TrimSpace(string(comm))
 	out, err := exec.Command("grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status").Output()
 	if err != nil {
 		fmt.Println(err)
@@ -107,6 +111,10 @@ func TestReexecCleansWhatChildrenGet(t *testing.T) {
 	}
 	if r.Mark != "" {
 		t.Errorf("the re-exec mark %q is left in the environment", r.Mark)
+	}
+	// Executed through /proc/self/exe, yet named as before.
+	if want := filepath.Base(os.Args[0]); !strings.HasPrefix(want, r.Comm) || len(r.Comm) < min(len(want), 15) {
+		t.Errorf("after the re-exec the process is named %q, want %q", r.Comm, want)
 	}
 }
 
