@@ -76,16 +76,6 @@ func psSession(t *testing.T, sid int) []string {
 	return live
 }
 
-// fdCount is the number of descriptors this process has open.
-func fdCount(t *testing.T) int {
-	t.Helper()
-	d, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(d)
-}
-
 // alive reports whether pid is a live (not zombie) process.
 func alive(pid int) bool {
 	p, err := procfs.Stat(pid)
@@ -100,12 +90,12 @@ func TestKillSessionWithEscapedJobs(t *testing.T) {
 	sid := cmd.Process.Pid
 	settled(t, sid)
 
-	fds := fdCount(t)
+	fds := testkit.FDCount(t)
 	if err := procfs.KillSession(sid, testkit.Timeout); err != nil {
 		t.Fatalf("KillSession: %v", err)
 	}
 	// Every pidfd it opened is closed again.
-	if n := fdCount(t); n != fds {
+	if n := testkit.FDCount(t); n != fds {
 		t.Errorf("%d descriptors open after KillSession, %d before", n, fds)
 	}
 	// KillSession returns only once nothing of the session is left.
@@ -153,11 +143,11 @@ func TestKillSessionThatKeepsForking(t *testing.T) {
 		n, _, seen := countComm(t, sid, "sleep")
 		return n >= 20, seen
 	})
-	fds := fdCount(t)
+	fds := testkit.FDCount(t)
 	if err := procfs.KillSession(sid, testkit.Timeout); err != nil {
 		t.Fatalf("KillSession: %v", err)
 	}
-	if n := fdCount(t); n != fds {
+	if n := testkit.FDCount(t); n != fds {
 		t.Errorf("%d descriptors open after KillSession, %d before", n, fds)
 	}
 	if members, err := procfs.Session(sid); err != nil || len(members) != 0 {

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -43,29 +42,13 @@ func startSession(t *testing.T, argv ...string) *exec.Cmd {
 	return cmd
 }
 
-var python struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// program returns the path to run for name. For python3 that is the
-// interpreter itself: a version manager's shim (pyenv's is a bash script)
-// would fork and exec on the way, and a test watching the process would
-// see the shim instead.
+// program resolves python3 to the interpreter itself (see testkit.Python3).
 func program(t *testing.T, name string) string {
 	t.Helper()
-	if name != "python3" {
-		return name
+	if name == "python3" {
+		return testkit.Python3(t)
 	}
-	python.once.Do(func() {
-		out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
-		python.path, python.err = strings.TrimSpace(string(out)), err
-	})
-	if python.err != nil || python.path == "" {
-		t.Fatalf("finding python3: %v", python.err)
-	}
-	return python.path
+	return name
 }
 
 // killMarked sends SIGKILL, through pidfds, to every live process carrying

@@ -51,7 +51,7 @@ func warmUp(t *testing.T) {
 // behind: no process, no descriptor, no goroutine.
 func TestCloseKillsTheWholeSession(t *testing.T) {
 	warmUp(t)
-	fds := fdCount(t)
+	fds := testkit.FDCount(t)
 	r := shell(t)
 	pid := r.p.PID()
 	if got := r.command(escapees + "echo started"); !strings.Contains(r.output(), "started\n") {
@@ -88,7 +88,7 @@ func TestCloseKillsTheWholeSession(t *testing.T) {
 	if st, ok := r.p.ExitStatus(); !ok || st.Signal != syscall.SIGKILL {
 		t.Errorf("the shell's status %+v, %v; want killed by SIGKILL", st, ok)
 	}
-	if n := fdCount(t); n != fds {
+	if n := testkit.FDCount(t); n != fds {
 		t.Errorf("%d descriptors open after Close, %d before Start: %s", n, fds, fdList())
 	}
 	goleak.VerifyNone(t, testkit.LeakOptions()...)
@@ -106,7 +106,7 @@ func TestCloseKillsTheWholeSession(t *testing.T) {
 		t.Error("ForegroundGroup after Close succeeded")
 	}
 	goleak.VerifyNone(t, testkit.LeakOptions()...)
-	if n := fdCount(t); n != fds {
+	if n := testkit.FDCount(t); n != fds {
 		t.Errorf("%d descriptors open after the calls after Close, %d before: %s", n, fds, fdList())
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -294,16 +293,6 @@ func waiting(pr seenProbe) bool {
 	return pr.Err == nil && pr.Wait.State == procfs.WaitingInput
 }
 
-// fdCount is the number of descriptors this process has open.
-func fdCount(t *testing.T) int {
-	t.Helper()
-	d, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(d)
-}
-
 // fdList lists this process's descriptors and their targets, for a failure
 // message.
 func fdList() string {
@@ -342,26 +331,6 @@ func (r *proc) command(lines string) string {
 	out := r.output()
 	i := strings.LastIndex(out, "<rc=")
 	return out[i : i+strings.Index(out[i:], ">")+1]
-}
-
-var pythonPath struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// python returns the path of the python3 interpreter itself, not of a
-// version manager's shim (pyenv's is a bash script that execs on the way).
-func python(t *testing.T) string {
-	t.Helper()
-	pythonPath.once.Do(func() {
-		out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
-		pythonPath.path, pythonPath.err = strings.TrimSpace(string(out)), err
-	})
-	if pythonPath.err != nil || pythonPath.path == "" {
-		t.Fatalf("finding python3: %v", pythonPath.err)
-	}
-	return pythonPath.path
 }
 
 // members returns "pid comm state" of the live members of session sid.

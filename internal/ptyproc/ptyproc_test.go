@@ -232,7 +232,7 @@ func TestWindowSize(t *testing.T) {
 	})
 	t.Run("Options and Resize", func(t *testing.T) {
 		// python3 reports every SIGWINCH with the size it then reads.
-		r := newProc(t).start(ptyproc.Options{Path: python(t), Args: []string{"-c", `
+		r := newProc(t).start(ptyproc.Options{Path: testkit.Python3(t), Args: []string{"-c", `
 import os, signal, sys, time
 def winch(*_):
     s = os.get_terminal_size(0)

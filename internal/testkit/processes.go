@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,4 +156,36 @@ func CommandsRunning(cmds ...string) []string {
 		}
 	}
 	return out
+}
+
+var python3 struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// Python3 returns the path of the python3 interpreter itself, not of a
+// version manager's shim (pyenv's is a bash script that execs python on the
+// way), so that the process a test starts is python from its first
+// instruction.
+func Python3(t testing.TB) string {
+	t.Helper()
+	python3.once.Do(func() {
+		out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+		python3.path, python3.err = strings.TrimSpace(string(out)), err
+	})
+	if python3.err != nil || python3.path == "" {
+		t.Fatalf("finding python3 (the tests need it): %v", python3.err)
+	}
+	return python3.path
+}
+
+// FDCount is the number of descriptors this process has open.
+func FDCount(t testing.TB) int {
+	t.Helper()
+	d, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(d)
 }

@@ -19,11 +19,7 @@ const DirtySignals = "SIGWINCH blocked; SIGHUP, SIGINT ignored"
 // SIGINT stay ignored.)
 func DirtySignalsCommand(t testing.TB, env ...string) *exec.Cmd {
 	t.Helper()
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Fatalf("python3 is needed to start a program with signals blocked: %v", err)
-	}
-	cmd := exec.Command(python, "-c", `
+	cmd := exec.Command(Python3(t), "-c", `
 import os, signal, sys
 signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGWINCH])
 for s in (signal.SIGHUP, signal.SIGINT, signal.SIGPIPE):
