@@ -475,6 +475,8 @@ func (a *Actor) finish(ctx actor.Context, c *call, r Result) {
 	a.wait.Stop()
 	// The call timer stays armed: re-armed later for the next call, it wakes
 	// nobody, while a timer added anew wakes the runtime's poller thread.
+	// It names no call meanwhile, so it keeps no finished call's output.
+	a.timedCall.Store(nil)
 	a.stopTimer(&a.stepTimer)
 	a.pump(ctx)
 }

@@ -2,7 +2,6 @@ package ptyproc
 
 import (
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -180,11 +179,7 @@ func markTree(env []string) (procfs.Tree, []string) {
 	if env == nil {
 		env = os.Environ()
 	}
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("ptyproc: no randomness for the session mark: %v", err))
-	}
-	token := hex.EncodeToString(b[:])
+	token := rand.Text()
 	value := token
 	out := make([]string, 0, len(env)+1)
 	for _, kv := range env {
