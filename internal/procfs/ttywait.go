@@ -136,12 +136,23 @@ func taskWait(p Proc, tty terminal) (w Wait, waitsForChild bool) {
 		}
 		switch state {
 		case WaitingInput:
-			return Wait{State: WaitingInput, PID: p.PID, Comm: p.Comm, Syscall: syscallNames[kind]}, false
+			return Wait{State: WaitingInput, PID: p.PID, Comm: currentComm(p), Syscall: syscallNames[kind]}, false
 		case WaitUnknown:
-			best = Wait{State: WaitUnknown, PID: p.PID, Comm: p.Comm, Syscall: syscallNames[kind]}
+			best = Wait{State: WaitUnknown, PID: p.PID, Comm: currentComm(p), Syscall: syscallNames[kind]}
 		}
 	}
 	return best, waitsForChild
+}
+
+// currentComm is p's name now. p was read before its system call, and a
+// child that was still a copy of its shell then ("bash") may have executed
+// its program ("cat") since.
+func currentComm(p Proc) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/comm")
+	if err != nil {
+		return p.Comm
+	}
+	return strings.TrimSuffix(string(b), "\n")
 }
 
 type syscallKind int
