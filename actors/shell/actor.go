@@ -50,12 +50,15 @@ type Options struct {
 
 // Timings of the wait proof and of the interrupt sequence.
 const (
-	// escalateAfter: after SIGINT (or EOF), a program that is proven waiting
-	// again this long after the signal is taken not to have stopped.
+	// escalateAfter: after a step of the interrupt sequence, a program that
+	// is proven waiting again this long after it is taken not to have
+	// stopped.
 	escalateAfter = 50 * time.Millisecond
 	// stepTimeout: a step of the interrupt sequence that neither ends the
 	// command nor shows it waiting moves on to the next step after this long.
 	stepTimeout = 2 * time.Second
+	// startTimeout bounds the start-up lines.
+	startTimeout = 10 * time.Second
 	// shellCols and shellRows are the shell terminal's size.
 	shellCols, shellRows = 200, 50
 )
@@ -89,21 +92,86 @@ type Actor struct {
 	kept *kept
 	send func(any) // to self, from any goroutine
 
-	proc    *ptyproc.Process
-	proto   protocol
-	ready   bool          // the init line's marker has been seen
-	seq     uint64        // last sequence number written
-	stream  inband.Stream // markers out of the output
-	idle    collector
-	waiting *waitingCommand // a command left waiting for input
+	proc   *ptyproc.Process
+	proto  protocol
+	stream inband.Stream // markers out of the output
+	bash   bashState
+	idle   collector
+	// waiting is a command left waiting for input by an earlier call.
+	waiting *waitingCommand
 
 	cur *call
+	ex  exchange
+	gen uint64 // numbers exchanges; a Flushed or Probe of another is stale
+
 	// wait decides when to look at /proc and when a wait for input is
 	// proven; see package waitproof.
 	wait      *waitproof.Tracker
 	callTimer *time.Timer
 	timedCall atomic.Pointer[call] // the call callTimer was armed for
 	stepTimer *time.Timer
+	stepN     uint64 // numbers step timers; only the newest counts
+}
+
+// bashState is what the actor knows of its bash.
+type bashState struct {
+	// started: the start-up lines are done.
+	started bool
+	// sigs are bash's own reads of its input, learned at start-up.
+	sigs promptSigs
+	// seq is bash's command number at the last proven prompt; seqKnown is
+	// false while a fallback runs the calls.
+	seq      uint64
+	seqKnown bool
+	// readline: bash was last seen reading with readline (set -o vi/emacs).
+	readline bool
+	// ps1Stuck: bash's prompt cannot carry the marker (PS1 read-only, or
+	// stderr is not the terminal): every call ends with a status query.
+	ps1Stuck bool
+	// ps2Foreign: PS2 cannot be made ours: text goes as one eval line.
+	ps2Foreign bool
+	// needQuery: a command changed the prompt state; query before the
+	// next text.
+	needQuery bool
+}
+
+// step is what an exchange with bash is for.
+type step int
+
+const (
+	stepStart     step = iota // one of the start-up lines
+	stepQuery                 // the status query line
+	stepInterrupt             // stopping a command left waiting for input
+	stepText                  // the call's command text
+	stepCancel                // cancelling incomplete text with SIGINT
+)
+
+// exchange is one thing written (or signalled) to bash and the wait for
+// bash to come back to its prompt.
+type exchange struct {
+	step step
+	gen  uint64
+	// flushed: everything delivered from now on came after the write.
+	flushed bool
+	// ps1 and query are the markers seen since, and not voided: a probe
+	// that finds bash busy after them proves that they came from a command.
+	ps1   []marker
+	query []marker
+	// last is the kind of the last prompt marker seen (PS1 or PS2).
+	last markerKind
+	ps2  int // continuation prompts
+	// lines is how many newlines the text typed holds.
+	lines int
+	// multi: the text went as several lines.
+	multi bool
+	// forCall: a query whose status is the call's.
+	forCall bool
+	// startLine: which start-up line.
+	startLine int
+	// cancelMark is the length of the call's output when SIGINT was sent.
+	cancelMark int
+	// intr is the state of an interrupt sequence.
+	intr *interrupt
 }
 
 // call is one Run from receipt to answer.
@@ -113,33 +181,24 @@ type call struct {
 	args     Args
 	deadline time.Time // set when it first starts running
 	timeout  time.Duration
-	seq      uint64 // its command line's sequence number, once written
-	running  bool   // its command line was written
 	fresh    bool
-	// beginTries counts the begins put off while a chunk was handed over;
-	// begun is set once the call went past that point, so that a retry
-	// still on its way can never write the command a second time.
-	beginTries int
-	begun      bool
-	notes      []string
-	before     collector // output since the previous call
-	out        collector
-	proto      protocol
-	intr       *interrupt
+	notes    []string
+	before   collector // output since the previous call
+	out      collector
+	// incomplete: the text was cancelled as incomplete.
+	incomplete bool
 }
 
 // interrupt is the state of stopping a command that waits for input before
 // the call's own command can run.
 type interrupt struct {
-	seq    uint64
 	who    string
-	step   int // 0: SIGINT sent, 1: EOF sent
+	step   int // 0: SIGINT, 1: end-of-file, 2: SIGTERM, 3: SIGKILL
 	stepAt time.Time
 	n      uint64
 }
 
 type waitingCommand struct {
-	seq uint64
 	who string
 }
 
@@ -155,6 +214,9 @@ type tick struct {
 	c    *call
 	n    uint64
 }
+
+// probeTag marks the actor's own probes (not the tracker's).
+type probeTag struct{ gen uint64 }
 
 // Receive handles the actor's messages. It never blocks: writes that the
 // terminal cannot take at once go to ptyproc's writer, and a shell that is
@@ -183,10 +245,6 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *Run:
 		a.kept.queue = append(a.kept.queue, &call{id: m.CallID, sender: ctx.Sender(), args: m.Args})
 		a.pump(ctx)
-	case *beginCall:
-		if m.c == a.cur {
-			a.begin(ctx, m.c, m.retry)
-		}
 	case *Cancel:
 		a.cancel(ctx, m.CallID)
 	case *ptyproc.Output:
@@ -194,6 +252,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 			a.output(ctx, m.Data)
 		}
 		m.Release()
+	case *ptyproc.Flushed:
+		if m.Proc == a.proc && m.Tag == a.ex.gen {
+			a.flushed(ctx)
+		}
 	case *ptyproc.OutputClosed:
 		// bash still holds the terminal until it exits; Exited follows.
 	case *ptyproc.Exited:
@@ -232,89 +294,88 @@ func (a *Actor) pump(ctx actor.Context) {
 		c.notes = append(c.notes, a.kept.note)
 		a.kept.note = ""
 	}
-	// Chunks the reader has already queued in this mailbox are older than
-	// anything still in the kernel: begin behind them, so that what
-	// background jobs printed before this call is filed before it, in order.
-	a.send(&beginCall{c: c})
-}
-
-// maxBeginTries bounds how often a call waits for a chunk being handed over.
-const maxBeginTries = 100
-
-// beginCall starts a call once the output queued before it has landed.
-// A retry is one that ReadPendingOr asked for; it is void once the call
-// went on without it.
-type beginCall struct {
-	c     *call
-	retry bool
-}
-
-// begin starts c: what background jobs printed before it goes before it,
-// then a command left waiting for input is interrupted, or c's command runs.
-func (a *Actor) begin(ctx actor.Context, c *call, retry bool) {
-	switch {
-	case !retry:
-		c.begun, c.beginTries = false, 0
-	case c.begun:
-		return // left behind by an attempt that went on without it
-	}
-	if a.proc != nil {
-		c.proto = a.proto // to recognise our own lines in what comes before
-		// While a chunk is being handed over, begin again once it has been:
-		// it then lands ahead of this call, in the output before it.
-		// (A flood that keeps the reader busy cannot hold the call back for
-		// long: after maxBeginTries it starts anyway.)
-		b, ok := a.proc.ReadPendingOr(func() { a.send(&beginCall{c: c, retry: true}) })
-		if !ok && c.beginTries < maxBeginTries {
-			c.beginTries++
-			return
-		}
-		if len(b) > 0 {
-			a.output(ctx, b)
-		}
-	}
-	c.begun = true
-	if !a.idle.empty() {
-		c.before = a.idle
-		a.idle = newCollector(a.opts.Config.MaxOutputChars)
-	}
-	if a.waiting != nil {
-		a.beginInterrupt(ctx, c)
-		return
-	}
-	a.runCommand(ctx, c)
-}
-
-// runCommand writes c's command line, starting a shell first if there is none.
-func (a *Actor) runCommand(ctx actor.Context, c *call) {
 	if a.proc == nil {
 		if err := a.startShell(); err != nil {
-			a.finish(ctx, c, Result{
-				Text:    fmt.Sprintf("bash: could not start the shell: %v", err),
-				IsError: true,
-			})
+			a.finish(ctx, c, Result{Text: fmt.Sprintf("bash: could not start the shell: %v", err), IsError: true})
 			return
 		}
 		c.fresh = true
+		a.startLine(0)
+		return
 	}
-	if changed, err := a.proc.RestoreModes(); changed || err != nil {
-		a.opts.Logger.Debug("shell: terminal modes restored", "err", err)
-	}
-	a.seq++
-	c.seq = a.seq
-	c.running = true
-	c.proto = a.proto
-	a.proc.Write(a.proto.commandLine(c.seq, normalizeNewlines(c.args.Command)))
-	a.wait.Start(a.proc)
+	a.next(ctx)
 }
 
-// normalizeNewlines turns CRLF into LF, as a terminal's ICRNL would for typed
-// text; a lone CR is left alone.
-func normalizeNewlines(s string) string {
-	if strings.Contains(s, "\r\n") {
-		return strings.ReplaceAll(s, "\r\n", "\n")
+// next starts the call's next exchange: the status query when the prompt
+// state changed, then stopping a command left waiting, then the text.
+func (a *Actor) next(ctx actor.Context) {
+	switch {
+	case a.bash.needQuery:
+		a.bash.needQuery = false
+		a.query(false)
+	case a.waiting != nil:
+		a.beginInterrupt(ctx)
+	default:
+		a.text()
 	}
-	return s
+}
+
+// begin opens a new exchange.
+func (a *Actor) begin(s step) *exchange {
+	a.gen++
+	a.ex = exchange{step: s, gen: a.gen}
+	a.wait.Stop()
+	a.stopTimer(&a.stepTimer)
+	return &a.ex
+}
+
+// write starts an exchange that types data: the reader delivers what came
+// before, then Flushed, then writes.
+func (a *Actor) write(s step, data []byte) *exchange {
+	ex := a.begin(s)
+	a.proc.FlushThenWrite(ex.gen, data, true)
+	return ex
+}
+
+func (a *Actor) startLine(i int) {
+	ex := a.write(stepStart, a.proto.initLines()[i])
+	ex.startLine = i
+	a.armStep(startTimeout)
+}
+
+func (a *Actor) text() {
+	c := a.cur
+	var typed []byte
+	lines := 1
+	if a.bash.ps2Foreign {
+		typed = evalLine(normalizeNewlines(c.args.Command))
+	} else {
+		typed, lines = frame(c.args.Command, a.bash.readline)
+	}
+	ex := a.write(stepText, typed)
+	ex.lines = lines
+	ex.multi = lines > 1
+}
+
+func (a *Actor) query(forCall bool) {
+	ex := a.write(stepQuery, a.proto.queryLine())
+	ex.forCall = forCall
+}
+
+// flushed: everything before the exchange's write has been delivered.
+func (a *Actor) flushed(ctx actor.Context) {
+	a.ex.flushed = true
+	if a.ex.step == stepText {
+		c := a.cur
+		// What came before the text is the output since the previous call,
+		// in whole lines: a line cut by the flush goes on in the call's own
+		// output, so the bytes stay in order.
+		before, partial := a.idle.splitLastLine()
+		c.before = before
+		a.idle = newCollector(a.opts.Config.MaxOutputChars)
+		c.out.write(partial)
+	}
+	a.wait.Start(a.proc)
 }
 
 func (a *Actor) startShell() error {
@@ -322,35 +383,36 @@ func (a *Actor) startShell() error {
 	if bash == "" {
 		bash = "bash"
 	}
-	a.proto = newProtocol()
-	a.stream = inband.Stream{Scanner: a.proto.scan}
-	a.ready = false
+	a.bash = bashState{}
+	a.waiting = nil
 	proc, err := ptyproc.Start(ptyproc.Options{
-		Path: bash,
-		Args: []string{"--norc", "--noprofile", "--noediting", "-i"},
-		Env:  shellEnv(a.opts.Env),
-		Dir:  a.opts.Dir,
-		Cols: shellCols,
-		Rows: shellRows,
+		Path:    bash,
+		Args:    []string{"--norc", "--noprofile", "--noediting", "-i"},
+		Env:     shellEnv(a.opts.Env, a.opts.Config),
+		Dir:     a.opts.Dir,
+		Cols:    shellCols,
+		Rows:    shellRows,
+		Literal: true,
 	}, a.send)
 	if err != nil {
 		return err
 	}
 	a.proc = proc
-	proc.Write(a.proto.initLine())
+	a.proto = newProtocol(proc.TTYName())
+	a.stream = inband.Stream{Scanner: a.proto.scan}
 	return nil
 }
 
-// shellEnv is the base environment without what would change bash's prompt
-// or start-up, plus what makes programs behave for a reader that is not a
-// human at a screen.
-func shellEnv(base []string) []string {
+// shellEnv is the base environment without what would change bash's prompt,
+// start-up or history, plus what makes programs behave for a reader that is
+// not a human at a screen.
+func shellEnv(base []string, cfg Config) []string {
 	if base == nil {
 		base = os.Environ()
 	}
 	drop := map[string]bool{
 		"PROMPT_COMMAND": true, "PS0": true, "PS1": true, "PS2": true, "PS4": true,
-		"BASH_ENV": true, "ENV": true, "HISTFILE": true, "TERM": true,
+		"BASH_ENV": true, "ENV": true, "HISTFILE": true, "TERM": true, "INPUTRC": true,
 		"PAGER": true, "GIT_PAGER": true, "SHELLOPTS": true, "BASHOPTS": true,
 		"TMOUT": true, // an inherited idle timeout would log the shell out between calls
 	}
@@ -361,61 +423,403 @@ func shellEnv(base []string) []string {
 			env = append(env, kv)
 		}
 	}
-	// PS1, PS2 and PROMPT_COMMAND are set by the init line as shell
-	// variables, not exported, so programs and nested shells do not inherit
-	// them.
-	return append(env, "TERM=dumb", "PAGER=cat", "GIT_PAGER=cat")
+	// PS1 and PS2 are set by the start-up line as shell variables, not
+	// exported, so programs and nested shells do not inherit them.
+	// Activation scripts that would rewrite PS1 are asked not to.
+	env = append(env, "TERM=dumb", "PAGER=cat", "GIT_PAGER=cat",
+		"VIRTUAL_ENV_DISABLE_PROMPT=1", "CONDA_CHANGEPS1=false")
+	if !cfg.HostHistory {
+		// An empty HISTFILE: bash neither loads the host user's history at
+		// start nor writes one at exit; the history stays in memory.
+		env = append(env, "HISTFILE=")
+	}
+	if !cfg.HostStartupFiles {
+		env = append(env, "INPUTRC=/dev/null")
+	}
+	return env
 }
 
 // output routes program output around the markers in it.
 func (a *Actor) output(ctx actor.Context, data []byte) {
 	a.wait.Output()
 	a.stream.Feed(data, a.sink, func(body []byte) bool {
-		m, _ := parseMarkerBody(body)
-		a.marker(ctx, m)
+		a.marker(ctx, parseMarker(body))
 		return a.proc != nil // a marker that ended this shell ends the chunk
 	})
 }
 
 // sink files output under whatever is going on.
 func (a *Actor) sink(b []byte) {
-	switch c := a.cur; {
+	c := a.cur
+	switch {
 	case len(b) == 0:
-	case !a.ready:
-		// Start-up noise before the init line's marker.
-	case c != nil && c.running:
+	case !a.bash.started:
+		// Start-up noise: bash's own first prompt.
+	case c == nil:
+		a.idle.write(b)
+	case a.ex.flushed && (a.ex.step == stepText || a.ex.step == stepCancel || (a.ex.step == stepQuery && a.ex.forCall)):
 		c.out.write(b)
-	case c != nil:
-		c.before.write(b) // the interrupted command's last words
 	default:
+		// Before the call's text: background output, the last words of a
+		// command being interrupted.
 		a.idle.write(b)
 	}
 }
 
+// marker records a marker of the current exchange. Markers that come
+// before its write, or between calls, are not bash answering anything:
+// removed from the output and otherwise ignored.
 func (a *Actor) marker(ctx actor.Context, m marker) {
-	if !a.ready {
-		a.ready = true
+	ex := &a.ex
+	if a.cur == nil || !ex.flushed {
 		return
 	}
-	c := a.cur
-	switch {
-	case c != nil && c.running && m.hasSeq && m.seq == c.seq:
-		r := Result{ExitCode: &m.status, FreshShell: c.fresh}
-		var trailer []string
-		if m.status != 0 {
-			trailer = append(trailer, fmt.Sprintf("[exit code: %d]", m.status))
-		}
-		a.finish(ctx, c, a.render(c, &r, trailer))
-	case c != nil && c.intr != nil && m.hasSeq && m.seq == c.intr.seq:
-		c.notes = append(c.notes, fmt.Sprintf("[it stopped with status %d]", m.status))
-		a.waiting = nil
-		c.intr = nil
-		a.stopTimer(&a.stepTimer)
-		a.runCommand(ctx, c)
-	case c == nil && a.waiting != nil && m.hasSeq && m.seq == a.waiting.seq:
-		a.idle.write([]byte(fmt.Sprintf("[the command that was waiting for input ended by itself with status %d]\n", m.status)))
-		a.waiting = nil
+	switch m.kind {
+	case markPS1:
+		ex.ps1 = append(ex.ps1, m)
+		ex.last = markPS1
+	case markPS2:
+		ex.ps2++
+		ex.last = markPS2
+		return // bash reads on; nothing to prove yet
+	case markQuery:
+		ex.query = append(ex.query, m)
+	default:
+		// A marker of ours that does not parse: PS2 or the prompt changed
+		// under it. The query sorts it out.
+		a.bash.needQuery = true
 	}
+	// Prove it: is bash back at its prompt?
+	a.proc.Probe(probeTag{ex.gen}, false)
+}
+
+// promptState is what a probe says about bash.
+type promptState int
+
+const (
+	stateUnknown  promptState = iota // nothing proven: look again
+	stateAtPrompt                    // bash is blocked in its own prompt read, input read, output delivered
+	stateBusy                        // a job has the terminal, or bash is blocked in something else
+)
+
+func (a *Actor) classify(p *ptyproc.Probe) promptState {
+	switch {
+	case p.Err != nil:
+		return stateUnknown
+	case p.Pgrp != a.proc.PID():
+		return stateBusy
+	case !p.Leader.Blocked():
+		return stateUnknown
+	}
+	ok, readline := a.bash.sigs.match(p.Leader, a.ex.last == markPS2)
+	if !ok {
+		return stateBusy
+	}
+	if !p.Drained || p.InputPending {
+		return stateUnknown
+	}
+	a.bash.readline = readline
+	return stateAtPrompt
+}
+
+func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
+	a.opts.Logger.Debug("shell: probe", "pgrp", p.Pgrp, "leader", p.Leader.String(), "wait", p.Wait.State,
+		"drained", p.Drained, "pending", p.InputPending, "err", p.Err)
+	ex := &a.ex
+	if tag, ok := p.Tag.(probeTag); ok && tag.gen != ex.gen {
+		return // a look of an earlier exchange
+	}
+	if a.cur == nil || !ex.flushed {
+		return
+	}
+	if !a.bash.started {
+		a.startProbe(ctx, p)
+		return
+	}
+	switch a.classify(p) {
+	case stateAtPrompt:
+		a.atPrompt(ctx)
+		return
+	case stateBusy:
+		// Whatever markers came so far were printed while a command ran.
+		ex.ps1, ex.query = nil, nil
+	}
+	if !a.wait.Owns(p) {
+		return
+	}
+	verdict, w := a.wait.Probe(p)
+	if verdict != waitproof.Waiting {
+		return
+	}
+	switch ex.step {
+	case stepText:
+		c := a.cur
+		who := describeWaiter(w)
+		a.waiting = &waitingCommand{who: who}
+		r := Result{WaitingForInput: true, FreshShell: c.fresh}
+		note := fmt.Sprintf("[waiting for input: %s is blocked reading the terminal, so this call returned early with the output so far. "+
+			"Interactive programs belong in a terminal (terminal_open). The next bash call will first interrupt it with SIGINT.]", who)
+		a.finish(ctx, c, a.render(c, &r, []string{note}))
+	case stepInterrupt:
+		if time.Since(ex.intr.stepAt) >= escalateAfter {
+			a.escalate(ctx)
+		} else {
+			a.wait.Again()
+		}
+	default:
+		a.wait.Again()
+	}
+}
+
+// startProbe learns bash's prompt reads from the start-up lines, when no
+// command of anyone's has run yet.
+func (a *Actor) startProbe(ctx actor.Context, p *ptyproc.Probe) {
+	ex := &a.ex
+	if len(ex.ps1) == 0 || p.Err != nil || !p.Drained || p.InputPending || p.Pgrp != a.proc.PID() || !plausiblePrompt(p.Leader) {
+		if a.wait.Owns(p) {
+			a.wait.Probe(p) // for its next look
+		}
+		return
+	}
+	switch l := p.Leader; ex.startLine {
+	case 0, 2:
+		if l.Nr != sysRead {
+			a.startFailed(ctx, fmt.Sprintf("bash did not read its input with read(2) at the prompt (%s)", l))
+			return
+		}
+		if ex.startLine == 2 && (l.Args[1] != a.bash.sigs.plain.Args[1] || l.Args[2] != a.bash.sigs.plain.Args[2]) {
+			a.startFailed(ctx, fmt.Sprintf("bash's prompt read changed between start-up lines (%s, then %s)", a.bash.sigs.plain, l))
+			return
+		}
+		a.bash.sigs.plain = l
+	case 1:
+		if l.Nr != sysPselect6 {
+			a.startFailed(ctx, fmt.Sprintf("bash did not wait for input through readline after `set -o emacs` (%s)", l))
+			return
+		}
+		a.bash.sigs.readline = l
+	}
+	m := ex.ps1[len(ex.ps1)-1]
+	a.bash.seq, a.bash.seqKnown = m.seq, true
+	if ex.startLine < len(a.proto.initLines())-1 {
+		a.startLine(ex.startLine + 1)
+		return
+	}
+	a.bash.started = true
+	a.begin(stepText) // nothing of start-up is pending
+	a.next(ctx)
+}
+
+func (a *Actor) startFailed(ctx actor.Context, why string) {
+	c := a.cur
+	a.finish(ctx, c, Result{Text: "bash: could not start the shell: " + why, IsError: true})
+	a.reset(ResetBroken, why, nil)
+}
+
+// atPrompt: bash is proven back at its prompt; the exchange is over.
+func (a *Actor) atPrompt(ctx actor.Context) {
+	ex := &a.ex
+	a.wait.Stop()
+	switch ex.step {
+	case stepText:
+		a.textDone(ctx)
+	case stepQuery:
+		a.queryDone(ctx)
+	case stepInterrupt:
+		a.interruptDone(ctx)
+	case stepCancel:
+		a.cancelDone(ctx)
+	}
+}
+
+// plausible reports whether markers are what bash prints for one command
+// line: exactly one for a line; for several lines one or more whose command
+// numbers never fall and grow by at most one each (after a syntax error
+// bash runs the remaining lines as commands of their own), starting at the
+// number before the text or the one after it.
+func (a *Actor) plausible(ms []marker, multi bool) bool {
+	if len(ms) == 0 || (!multi && len(ms) > 1) {
+		return false
+	}
+	prev := a.bash.seq
+	for i, m := range ms {
+		if (i > 0 || a.bash.seqKnown) && (m.seq < prev || m.seq > prev+1) {
+			return false
+		}
+		prev = m.seq
+	}
+	return true
+}
+
+func (a *Actor) textDone(ctx actor.Context) {
+	ex, c := &a.ex, a.cur
+	if len(ex.ps1) == 0 || ex.last == markPS2 {
+		if ex.last == markPS2 && (len(ex.ps1) > 0 || ex.ps2 >= ex.lines) {
+			a.cancelIncomplete(ctx)
+			return
+		}
+		// bash is back without a marker of ours: the command changed PS1,
+		// promptvars or stderr. Ask.
+		a.query(true)
+		return
+	}
+	if !a.plausible(ex.ps1, ex.multi) {
+		a.conflict(ctx)
+		return
+	}
+	last := ex.ps1[len(ex.ps1)-1]
+	if last.ps1Len != len(a.proto.ps1) {
+		// PS1 has text of someone else's around the marker (an activation
+		// script): bash printed it after the command. Ask, to know it.
+		a.query(true)
+		return
+	}
+	ran := last.seq != a.bash.seq || !a.bash.seqKnown
+	a.bash.seq, a.bash.seqKnown = last.seq, true
+	if !last.ps2Ours {
+		a.bash.needQuery = true
+	}
+	r := Result{FreshShell: c.fresh}
+	var trailer []string
+	switch {
+	case ran || last.status != 0:
+		st := last.status
+		r.ExitCode = &st
+		if st != 0 {
+			trailer = append(trailer, fmt.Sprintf("[exit code: %d]", st))
+		}
+		if !ran {
+			r.NotRun = true
+			if ex.multi && strings.Contains(c.out.text(), "syntax error near unexpected token `}'") {
+				trailer = append([]string{"[the text is incomplete: bash met the `}` that closes the group multi-line text is typed in, " +
+					"so nothing of it ran]"}, trailer...)
+			}
+		}
+	case blank(c.args.Command):
+		zero := 0
+		r.ExitCode = &zero
+	default:
+		r.NotRun = true
+		trailer = append(trailer, "[bash did not run this command (see its message above)]")
+	}
+	a.finish(ctx, c, a.render(c, &r, trailer))
+}
+
+// conflict: more markers came than bash prints for the call. Some came from
+// the command or a background job; which one is bash's cannot be proven.
+func (a *Actor) conflict(ctx actor.Context) {
+	c := a.cur
+	a.bash.seqKnown = false
+	r := Result{FreshShell: c.fresh, StatusUnknown: true}
+	a.finish(ctx, c, a.render(c, &r, []string{"[the exit status is unknown: more completion markers came than bash prints for one command, " +
+		"so the command or a background job printed one of the shell's markers]"}))
+}
+
+func (a *Actor) queryDone(ctx actor.Context) {
+	ex, c := &a.ex, a.cur
+	if len(ex.query) != 1 {
+		if len(ex.query) > 1 && ex.forCall {
+			a.conflict(ctx)
+			return
+		}
+		why := "bash no longer reports the end of a command: a command changed its prompt (PS1), promptvars or standard error, " +
+			"and the runtime's status query (which needs the builtins `builtin`, `printf` and `shopt`) failed too"
+		c.notes = append(c.notes, "["+why+"; the shell was reset and this call's status is unknown]")
+		if ex.forCall {
+			r := Result{FreshShell: c.fresh, ShellReset: true, StatusUnknown: true}
+			a.finish(ctx, c, a.render(c, &r, []string{resetNotice}))
+			a.reset(ResetBroken, why, nil)
+			return
+		}
+		a.reset(ResetBroken, why, c)
+		return
+	}
+	q := ex.query[0]
+	b := &a.bash
+	b.ps1Stuck = q.ps1ReadOnly || q.stderrElsewhere
+	b.ps2Foreign = q.ps2ReadOnly
+	if len(ex.ps1) > 0 {
+		// The query line's own prompt: PS1 is ours again.
+		b.seq, b.seqKnown = ex.ps1[len(ex.ps1)-1].seq, true
+	} else {
+		b.seqKnown = false
+	}
+	if !ex.forCall {
+		a.next(ctx)
+		return
+	}
+	// The prompt that bash printed after the command (and after the query
+	// line, while the prompt stays foreign) is not the command's output.
+	if junk := a.proto.promptJunk(q.prompt); junk != "" && !q.stderrElsewhere {
+		c.out.trimSuffix(junk)
+		if b.ps1Stuck {
+			c.out.trimSuffix(junk)
+		}
+	}
+	a.finish(ctx, c, a.statusResult(c, q.status))
+}
+
+// cancelIncomplete: bash waits for the rest of the text (an unterminated
+// quote, heredoc or compound command). SIGINT makes it drop what it read,
+// as Ctrl-C does at a prompt.
+func (a *Actor) cancelIncomplete(ctx actor.Context) {
+	c := a.cur
+	ex := a.begin(stepCancel)
+	ex.flushed = true
+	ex.cancelMark = c.out.len()
+	c.incomplete = true
+	if err := a.proc.Signal(syscall.SIGINT); err != nil {
+		a.broken(ctx, fmt.Sprintf("could not interrupt bash (%v)", err))
+		return
+	}
+	a.wait.Start(a.proc)
+	a.armStep(stepTimeout)
+}
+
+func (a *Actor) cancelDone(ctx actor.Context) {
+	ex, c := &a.ex, a.cur
+	// bash ends the cancelled line with a newline ("^C" and a newline with
+	// readline): the runtime's doing, not output.
+	for _, echo := range []string{"\n", "^C\n"} {
+		if c.out.len() == ex.cancelMark+len(echo) && c.out.trimSuffix(echo) {
+			break
+		}
+	}
+	if len(ex.ps1) == 0 {
+		if a.bash.ps1Stuck {
+			a.query(true) // no marker is expected: ask
+			return
+		}
+		a.broken(ctx, "the command was incomplete and bash did not come back to its prompt after SIGINT (it may ignore SIGINT)")
+		return
+	}
+	last := ex.ps1[len(ex.ps1)-1]
+	a.bash.seq, a.bash.seqKnown = last.seq, true
+	a.finish(ctx, c, a.statusResult(c, last.status))
+}
+
+// statusResult is the result of a call whose command ended with status st.
+func (a *Actor) statusResult(c *call, st int) Result {
+	r := Result{FreshShell: c.fresh, ExitCode: &st, NotRun: c.incomplete}
+	var trailer []string
+	if c.incomplete {
+		trailer = append(trailer, incompleteNotice)
+	}
+	if st != 0 {
+		trailer = append(trailer, fmt.Sprintf("[exit code: %d]", st))
+	}
+	return a.render(c, &r, trailer)
+}
+
+const incompleteNotice = "[the command is incomplete (an unterminated quote, heredoc or compound command): bash waited for the rest, " +
+	"so it was cancelled with SIGINT and nothing of it ran]"
+
+// broken resets a shell that cannot be talked to, answering the call.
+func (a *Actor) broken(ctx actor.Context, why string) {
+	c := a.cur
+	r := Result{FreshShell: c.fresh, ShellReset: true, IsError: true}
+	a.finish(ctx, c, a.render(c, &r, []string{"[" + why + "; the shell was reset]", resetNotice}))
+	a.reset(ResetBroken, why, nil)
 }
 
 // render builds the result text: notes, output since the previous call, the
@@ -426,24 +830,20 @@ func (a *Actor) render(c *call, r *Result, trailer []string) Result {
 		b.WriteString(n)
 		b.WriteByte('\n')
 	}
-	if before := c.proto.stripOwnLines(c.before.text()); strings.TrimSpace(before) != "" || c.before.dropped > 0 {
+	if !c.before.empty() {
 		b.WriteString("[output since the previous call]\n")
-		writeBlock(&b, before)
+		writeBlock(&b, c.before.text())
 		if c.before.dropped > 0 {
-			fmt.Fprintf(&b, "[%d more bytes of it were not kept]\n", c.before.dropped)
+			fmt.Fprintf(&b, "[%d more %s of it not kept]\n", c.before.dropped, bytesWere(c.before.dropped))
 		}
 		b.WriteString("[end of output since the previous call]\n")
 	}
-	out := c.out.text()
-	if c.proto.nonce != "" {
-		out = c.proto.stripOwnLines(out)
-	}
-	b.WriteString(out)
+	b.WriteString(c.out.text())
 	if c.out.dropped > 0 {
 		r.ClippedBytes = c.out.dropped
 		trailer = append([]string{fmt.Sprintf(
-			"[output clipped: only the first %d characters are shown; %d more bytes were not kept]",
-			a.opts.Config.MaxOutputChars, c.out.dropped)}, trailer...)
+			"[output clipped: only the first %d characters are shown; %d more %s not kept]",
+			a.opts.Config.MaxOutputChars, c.out.dropped, bytesWere(c.out.dropped))}, trailer...)
 	}
 	if len(trailer) > 0 {
 		if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
@@ -453,6 +853,13 @@ func (a *Actor) render(c *call, r *Result, trailer []string) Result {
 	}
 	r.Text = b.String()
 	return *r
+}
+
+func bytesWere(n int64) string {
+	if n == 1 {
+		return "byte was"
+	}
+	return "bytes were"
 }
 
 func writeBlock(b *strings.Builder, s string) {
@@ -472,12 +879,11 @@ func (a *Actor) finish(ctx actor.Context, c *call, r Result) {
 		Data:    r.Data(),
 	})
 	a.cur = nil
-	a.wait.Stop()
+	a.begin(stepText) // the exchange is over; its late messages are stale
 	// The call timer stays armed: re-armed later for the next call, it wakes
 	// nobody, while a timer added anew wakes the runtime's poller thread.
 	// It names no call meanwhile, so it keeps no finished call's output.
 	a.timedCall.Store(nil)
-	a.stopTimer(&a.stepTimer)
 	a.pump(ctx)
 }
 
@@ -492,23 +898,22 @@ func (a *Actor) shellExited(ctx actor.Context, st ptyproc.ExitStatus, unread boo
 		how = fmt.Sprintf("[shell exited: code %d]", st.Code)
 	}
 	c := a.cur
+	ranText := c != nil && a.ex.flushed && (a.ex.step == stepText || a.ex.step == stepCancel || (a.ex.step == stepQuery && a.ex.forCall))
 	switch {
-	case c != nil && c.running && unread:
+	case ranText && a.ex.step == stepText && unread:
 		// The shell ended before it read this command (it was exiting
 		// already): run the command in a fresh shell instead of claiming it
 		// ran.
 		c.notes = append(c.notes, how[:len(how)-1]+" before it read this command; it runs in a fresh shell]")
-		c.running = false
 		a.reset(ResetExited, st.String(), c)
-	case c != nil && c.running:
+	case ranText:
 		r := Result{ShellExited: st.String(), ShellReset: true, FreshShell: c.fresh}
 		a.finish(ctx, c, a.render(c, &r, []string{how, resetNotice}))
 		a.reset(ResetExited, st.String(), nil)
 	case c != nil:
-		// The shell ended while a waiting command was being stopped: this
-		// call goes on in a fresh shell.
+		// The shell ended before this call's text was typed: the call goes
+		// on in a fresh shell.
 		c.notes = append(c.notes, how[:len(how)-1]+"; this call runs in a fresh shell]")
-		c.intr = nil
 		a.reset(ResetExited, st.String(), c)
 	default:
 		a.kept.note = how[:len(how)-1] + " after the previous call; this call runs in a fresh shell]"
@@ -539,7 +944,6 @@ func (a *Actor) teardown() {
 		a.opts.Reaper.Close(a.proc)
 		a.proc = nil
 	}
-	a.ready = false
 	a.stream.Reset()
 	a.waiting = nil
 }
@@ -589,32 +993,17 @@ func (a *Actor) ticked(ctx actor.Context, t *tick) {
 		a.finish(ctx, c, a.render(c, &r, []string{note}))
 		a.reset(ResetTimeout, fmt.Sprintf("after %v", c.timeout), nil)
 	case tickStep:
-		if c.intr != nil && t.n == c.intr.n {
-			a.escalate(ctx, c)
+		if t.n != a.stepN {
+			return
 		}
-	}
-}
-
-func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
-	a.opts.Logger.Debug("shell: probe", "state", p.Wait.State, "pid", p.Wait.PID, "comm", p.Wait.Comm,
-		"syscall", p.Wait.Syscall, "drained", p.Drained, "pending", p.InputPending, "err", p.Err)
-	verdict, w := a.wait.Probe(p)
-	c := a.cur
-	if verdict != waitproof.Waiting || c == nil {
-		return
-	}
-	who := describeWaiter(w)
-	switch {
-	case c.running:
-		a.waiting = &waitingCommand{seq: c.seq, who: who}
-		r := Result{WaitingForInput: true, FreshShell: c.fresh}
-		note := fmt.Sprintf("[waiting for input: %s is blocked reading the terminal, so this call returned early with the output so far. "+
-			"Interactive programs belong in a terminal (terminal_open). The next bash call will first interrupt it with SIGINT.]", who)
-		a.finish(ctx, c, a.render(c, &r, []string{note}))
-	case c.intr != nil && time.Since(c.intr.stepAt) >= escalateAfter:
-		a.escalate(ctx, c)
-	default:
-		a.wait.Again()
+		switch a.ex.step {
+		case stepInterrupt:
+			a.escalate(ctx)
+		case stepStart:
+			a.startFailed(ctx, fmt.Sprintf("bash did not answer its start-up line %d within %v", a.ex.startLine+1, startTimeout))
+		case stepCancel:
+			a.broken(ctx, "the command was incomplete and bash did not come back to its prompt after SIGINT")
+		}
 	}
 }
 
@@ -626,37 +1015,64 @@ func describeWaiter(w procfs.Wait) string {
 }
 
 // beginInterrupt starts stopping the command left waiting for input.
-func (a *Actor) beginInterrupt(ctx actor.Context, c *call) {
-	w := a.waiting
-	c.intr = &interrupt{seq: w.seq, who: w.who, stepAt: time.Now()}
+func (a *Actor) beginInterrupt(ctx actor.Context) {
+	c, w := a.cur, a.waiting
+	ex := a.begin(stepInterrupt)
+	ex.flushed = true
+	ex.intr = &interrupt{who: w.who, stepAt: time.Now()}
 	if err := a.proc.Signal(syscall.SIGINT); err != nil {
 		c.notes = append(c.notes, fmt.Sprintf("[the previous command, %s, was still waiting for input and could not be interrupted (%v), so the shell was reset; this call runs in a fresh shell]", w.who, err))
-		c.intr = nil
 		a.reset(ResetBroken, err.Error(), c)
 		return
 	}
 	c.notes = append(c.notes, fmt.Sprintf("[the previous command, %s, was still waiting for input: sent it SIGINT]", w.who))
-	a.armStep(c)
 	a.wait.Start(a.proc)
+	a.armStep(stepTimeout)
 }
 
-// escalate moves the interrupt sequence on: SIGINT, then end-of-file, then a
-// fresh shell.
-func (a *Actor) escalate(ctx actor.Context, c *call) {
-	in := c.intr
-	switch in.step {
-	case 0:
-		in.step = 1
-		in.stepAt = time.Now()
+// escalate moves the interrupt sequence on: SIGINT, then end-of-file (a
+// byte that readline-based programs take as such), then SIGTERM and SIGKILL
+// to the foreground job; only a job that survives all that, or bash itself
+// waiting, costs the shell.
+func (a *Actor) escalate(ctx actor.Context) {
+	c, in := a.cur, a.ex.intr
+	in.step++
+	in.stepAt = time.Now()
+	pgrp, _ := a.proc.ForegroundGroup()
+	job := pgrp > 1 && pgrp != a.proc.PID()
+	switch {
+	case in.step == 1:
 		c.notes = append(c.notes, "[it kept waiting after SIGINT: sent end-of-file (Ctrl-D)]")
 		a.proc.Write([]byte{4})
-		a.armStep(c)
-		a.wait.Start(a.proc)
+	case in.step == 2 && job:
+		c.notes = append(c.notes, "[it kept waiting: sent SIGTERM to the foreground job]")
+		_ = a.proc.Signal(syscall.SIGTERM)
+	case in.step == 3 && job:
+		c.notes = append(c.notes, "[it kept waiting: sent SIGKILL to the foreground job]")
+		_ = a.proc.Signal(syscall.SIGKILL)
 	default:
-		c.notes = append(c.notes, "[it kept waiting after end-of-file too, so the shell was reset; this call runs in a fresh shell]")
-		c.intr = nil
+		c.notes = append(c.notes, "[it could not be stopped, so the shell was reset; this call runs in a fresh shell]")
 		a.reset(ResetStuck, in.who, c)
+		return
 	}
+	a.ex.ps1, a.ex.query = nil, nil
+	a.wait.Start(a.proc)
+	a.armStep(stepTimeout)
+}
+
+func (a *Actor) interruptDone(ctx actor.Context) {
+	ex, c := &a.ex, a.cur
+	a.waiting = nil
+	if len(ex.ps1) == 0 {
+		// Back at the prompt, but the prompt is not ours: ask.
+		a.bash.needQuery = true
+		a.next(ctx)
+		return
+	}
+	last := ex.ps1[len(ex.ps1)-1]
+	a.bash.seq, a.bash.seqKnown = last.seq, true
+	c.notes = append(c.notes, fmt.Sprintf("[it stopped with status %d]", last.status))
+	a.next(ctx)
 }
 
 // armCallTimer sets the one call timer of this actor to c's deadline. The
@@ -674,11 +1090,12 @@ func (a *Actor) armCallTimer(c *call) {
 	})
 }
 
-func (a *Actor) armStep(c *call) {
+// armStep times the current exchange's step.
+func (a *Actor) armStep(d time.Duration) {
 	a.stopTimer(&a.stepTimer)
-	c.intr.n++
-	t, send := &tick{kind: tickStep, c: c, n: c.intr.n}, a.send
-	a.stepTimer = time.AfterFunc(stepTimeout, func() { send(t) })
+	a.stepN++
+	t, send := &tick{kind: tickStep, c: a.cur, n: a.stepN}, a.send
+	a.stepTimer = time.AfterFunc(d, func() { send(t) })
 }
 
 func (a *Actor) stopTimer(t **time.Timer) {

@@ -1,6 +1,7 @@
 package shell
 
 import (
+	"bytes"
 	"unicode/utf8"
 
 	"github.com/dsh-actors/dsh-actors/internal/safetext"
@@ -52,7 +53,33 @@ func (c *collector) write(p []byte) {
 
 func (c *collector) empty() bool { return len(c.head) == 0 && c.dropped == 0 }
 
-func (c *collector) reset() { *c = collector{limit: c.limit} }
+// len is how many bytes are kept.
+func (c *collector) len() int { return len(c.head) }
+
+// splitLastLine returns c without the partial line at its end, and that
+// partial line. Nothing is split off once c has dropped bytes: the notice of
+// what was not kept goes where the cut is.
+func (c *collector) splitLastLine() (collector, []byte) {
+	i := bytes.LastIndexByte(c.head, '\n')
+	if c.dropped > 0 || i == len(c.head)-1 {
+		return *c, nil
+	}
+	whole := newCollector(c.limit)
+	whole.write(c.head[:i+1])
+	return whole, append([]byte(nil), c.head[i+1:]...)
+}
+
+// trimSuffix drops s from the end of the kept bytes, if they end with it
+// and nothing was dropped after them.
+func (c *collector) trimSuffix(s string) bool {
+	if c.dropped > 0 || s == "" || !bytes.HasSuffix(c.head, []byte(s)) {
+		return false
+	}
+	kept := c.head[:len(c.head)-len(s)]
+	*c = newCollector(c.limit)
+	c.write(kept)
+	return true
+}
 
 // text renders the kept bytes as safe text (see package safetext).
 func (c *collector) text() string { return safetext.String(c.head) }

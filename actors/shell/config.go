@@ -32,6 +32,15 @@ type Config struct {
 	MaxOutputChars int `yaml:"maxOutputChars"`
 	// Description is the tool description the model sees.
 	Description string `yaml:"description"`
+	// HostHistory lets agent shells read and write the host user's bash
+	// history (~/.bash_history). Off by default: an agent's shell keeps its
+	// history in memory only and never sees the host user's.
+	HostHistory bool `yaml:"hostHistory"`
+	// HostStartupFiles lets agent shells read the host user's readline
+	// configuration (~/.inputrc). Off by default. (bash's own startup files,
+	// ~/.bashrc and ~/.profile, are never run: the shell starts with
+	// --norc --noprofile.)
+	HostStartupFiles bool `yaml:"hostStartupFiles"`
 }
 
 // DefaultConfig returns the reference defaults.

@@ -9,178 +9,323 @@ import (
 	"strings"
 
 	"github.com/dsh-actors/dsh-actors/internal/inband"
+	"github.com/dsh-actors/dsh-actors/internal/procfs"
 )
 
 // The wire protocol between the actor and its bash.
 //
 // bash runs interactively (job control, foreground process groups) with
-// readline off, echo off and no history. One init line installs a function,
-// named with a per-shell nonce, as a read-only PROMPT_COMMAND. Before every
-// prompt it resets PS1 and PS2 and prints the completion marker
+// readline off, echo off, on a terminal in literal input mode (see
+// ptyproc.Options.Literal): every byte typed reaches bash as it is, with no
+// line-length limit and no byte acting as line editing or a signal.
 //
-//	RS "DSH" nonce ":" seq ":" status RS      (RS = 0x1e)
+// Nothing of the protocol runs as a shell command on the usual path. bash
+// itself prints the completion marker as its prompt:
 //
-// where seq is the sequence number the command line set and status is the
-// command's $?. One line therefore gives one round trip with the status in it.
+//	PS1 = RS "DSH" nonce ":" \# ":" $? ":" ${#PS1} ":" ${PS2+${PS2/#<PS2>/=}} RS
+//	PS2 = RS "DSH" nonce ":c" RS
 //
-// A command is sent as one logical line:
+// \# is bash's command number, which grows by one for every command line it
+// runs, $? the status of the last one; the length of PS1 and the last field,
+// "=" while PS2 is still ours, tell that a command changed the prompts. The command text is typed as it is: a single line as one
+// line, several lines inside "{" and "}" so that bash reads the whole text
+// before it runs any of it (a command that reads its input cannot swallow
+// the lines after it). So the user's traps, xtrace, aliases, functions and
+// disabled builtins meet the user's commands only; there is no eval, no
+// prompt function and no variable of ours for a command to redefine.
 //
-//	 __dsh_<nonce>_q=<seq>;\eval -- $'<text, escaped>'
-//
-// split into physical lines under the terminal's 4095-byte line limit with
-// backslash-newline continuations between $'...' pieces. Every byte that the
-// terminal driver or history expansion could act on (control bytes, DEL,
-// bytes >= 0x80, '\', '\'' and '!') is written as an octal escape, so the line
-// is plain printable ASCII: any text of any length, with heredocs, quotes or
-// control bytes in it, reaches bash intact and runs as one unit; an
-// unterminated quote or heredoc ends with bash's own error and status.
+// A marker is never taken on its word: see the actor's completion rules. A
+// few fallbacks use shell commands of ours: a status query line when a
+// command changed PS1, PS2, promptvars or stderr (which is where bash prints
+// its prompt), and an eval line for text when PS2 cannot be made ours.
 
 // markerLead starts every marker; the nonce follows it.
 const markerLead = "\x1eDSH"
 
-// maxPhysicalLine keeps each physical line well under the terminal's
-// canonical-mode limit of 4095 bytes.
-const maxPhysicalLine = 1024
+// maxMarkerLen bounds a marker. Its last field can hold a PS2 someone else
+// set; anything with our lead up to this length is ours to remove.
+const maxMarkerLen = 4096
 
-// maxMarkerLen bounds a marker: lead, 16 hex nonce, ':' seq ':' status, RS.
-const maxMarkerLen = len(markerLead) + 16 + 1 + 20 + 1 + 11 + 1
+// maxPromptText bounds the foreign prompt text the query line reports.
+const maxPromptText = 256
 
 type protocol struct {
+	// nonce is 16 upper-case hexadecimal digits: unguessable enough that
+	// output never carries it by accident, and unchanged by `stty olcuc`.
 	nonce string
-	// lead is markerLead + nonce + ":".
-	lead []byte
-	// seqVar and fn are the names of the sequence variable and the prompt
-	// function; both carry the nonce, so lines that name them (xtrace output)
-	// can be recognised and removed.
-	seqVar string
-	fn     string
-	scan   inband.Scanner
+	lead  []byte // markerLead + nonce + ":"
+	ps1   string
+	ps2   string
+	// tty is the slave's path, for the query line's test of stderr.
+	tty  string
+	scan inband.Scanner
 }
 
-func newProtocol() protocol {
+func newProtocol(tty string) protocol {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(fmt.Sprintf("shell: no randomness for the marker nonce: %v", err))
 	}
-	nonce := hex.EncodeToString(b[:])
-	lead := []byte(markerLead + nonce + ":")
-	return protocol{
-		nonce:  nonce,
-		lead:   lead,
-		seqVar: "__dsh_" + nonce + "_q",
-		fn:     "__dsh_" + nonce,
-		scan: inband.Scanner{Lead: lead, MaxLen: maxMarkerLen, Valid: func(body []byte) bool {
-			_, ok := parseMarkerBody(body)
-			return ok
-		}},
+	nonce := strings.ToUpper(hex.EncodeToString(b[:]))
+	p := protocol{
+		nonce: nonce,
+		lead:  []byte(markerLead + nonce + ":"),
+		ps2:   markerLead + nonce + ":c\x1e",
+		tty:   tty,
+	}
+	p.ps1 = markerLead + nonce + `:\#:$?:${#PS1}:${PS2+${PS2/#` + p.ps2 + `/=}}` + "\x1e"
+	p.scan = inband.Scanner{Lead: p.lead, MaxLen: maxMarkerLen}
+	return p
+}
+
+// ansiC quotes s as a bash $'...' word.
+func ansiC(s string) string {
+	var b strings.Builder
+	b.WriteString("$'")
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x7f || c == '\\' || c == '\'' {
+			fmt.Fprintf(&b, `\%03o`, c)
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
+}
+
+// Start-up: three lines, each answered by a prompt whose wait the actor
+// records as one of bash's own prompt reads (see promptSig).
+//
+// The first sets the prompts and turns history expansion off (bash would
+// otherwise act on "!" in typed text). The second turns readline on once, to
+// learn how its prompt read looks, with settings that pass every byte
+// through: a command may turn readline on later (set -o vi), and the text
+// typed to it then is quoted (see frame). The third turns it off again and
+// forgets these lines from the history.
+func (p protocol) initLines() [][]byte {
+	return [][]byte{
+		[]byte(" PS1=" + ansiC(p.ps1) + " PS2=" + ansiC(p.ps2) + "; set +H\n"),
+		[]byte(" set -o emacs; bind 'set convert-meta off'; bind 'set input-meta on'; bind 'set output-meta on';" +
+			" bind 'set enable-bracketed-paste off'; bind 'set echo-control-characters off'\n"),
+		[]byte(" set +o emacs; history -c\n"),
 	}
 }
 
-// initLine configures a fresh bash; its marker has seq 0.
-func (p protocol) initLine() []byte {
+// queryLine reports $? and the prompt state in a "q" marker written to the
+// terminal itself, and makes PS1, PS2 and promptvars ours again where it can:
+//
+//	RS "DSH" nonce ":q:" status ":" PS1 attributes ":" PS2 attributes ":" E ":" prompt RS
+//
+// E is "e" when stderr, where bash prints its prompt, is not the terminal;
+// prompt is what the PS1 in force when the line started expands to (RS
+// replaced, cut to maxPromptText), which bash printed after the command.
+func (p protocol) queryLine() []byte {
+	v := "__dsh_" + p.nonce
+	ours := func(name, value string) string {
+		return fmt.Sprintf(`[[ -v %[1]s && ${%[1]s@a} == *r* ]] || %[1]s=%[2]s; `, name, ansiC(value))
+	}
 	var b strings.Builder
-	// Leading space: nothing of ours is ever history-worthy.
-	b.WriteString(" set +H +o history; unset HISTFILE; set -o ignoreeof; ")
-	fmt.Fprintf(&b, `exec {%s_o}>&1; \builtin readonly %s_o; `, p.fn, p.fn)
-	// The marker goes to stdout while it is a terminal, else to a copy of
-	// the terminal taken at start, so `exec >/dev/null` cannot swallow it.
-	marker := fmt.Sprintf(`\builtin printf '\036DSH%s:%%s:%%s\036' "${%s-}" "$1"`, p.nonce, p.seqVar)
-	emit := fmt.Sprintf(`if [[ -t 1 ]]; then %s; else %s >&"$%s_o"; fi; %s=`, marker, marker, p.fn, p.seqVar)
-	// The prompt function runs before every prompt, so its usual path is
-	// one case test and the marker (bash spends microseconds per statement).
-	// PS1 or PS2 set by the command, or `set -x`, take the slow path: it
-	// switches tracing off, clears PS1 and PS2, prints the marker and turns
-	// tracing back on. Every line either can trace names the nonce (bash
-	// traces a case statement by its unexpanded word), so stripOwnLines
-	// removes them.
-	fmt.Fprintf(&b, `%s() { case ${PS1:+p}${PS2:+p}:$-:%s in :*x*|p*) %s_s "$1";; *) %s;; esac; }; `,
-		p.fn, p.fn, p.fn, emit)
-	fmt.Fprintf(&b, `%s_s() { case $-:%s in *x*) \builtin set +x -- "$1" %s; %s_x=1;; esac; PS1=; PS2=; %s; `, p.fn, p.fn, p.fn, p.fn, emit)
-	fmt.Fprintf(&b, `case ${%s_x-} in 1) %s_x=; \builtin set -x;; esac; }; `, p.fn, p.fn)
-	fmt.Fprintf(&b, `\builtin readonly -f %s %s_s; \builtin declare -r PROMPT_COMMAND='%s $?'`, p.fn, p.fn, p.fn)
-	b.WriteString("\n")
+	// The group runs with stderr on /dev/null, so that xtrace shows none of
+	// it; the real stderr is tested through a copy made first.
+	fmt.Fprintf(&b, ` { %[1]s_s=$? %[1]s_p=${PS1-} %[1]s_e=; [[ /dev/fd/$%[1]s_fd -ef %[2]s ]] || %[1]s_e=e; `, v, p.tty)
+	fmt.Fprintf(&b, `%[1]s_p=${%[1]s_p@P}; %[1]s_p=${%[1]s_p//$'\036'/?}; %[1]s_p=${%[1]s_p:0:%[2]d}; `, v, maxPromptText)
+	b.WriteString(ours("PS1", p.ps1))
+	b.WriteString(ours("PS2", p.ps2))
+	b.WriteString(`\builtin shopt -s promptvars; `)
+	fmt.Fprintf(&b, `\builtin printf '\036DSH%[2]s:q:%%s:%%s:%%s:%%s:%%s\036' "$%[1]s_s" "${PS1@a}" "${PS2@a}" "$%[1]s_e" "$%[1]s_p" >%[3]s; `,
+		v, p.nonce, p.tty)
+	fmt.Fprintf(&b, `\builtin exec {%[1]s_fd}>&-; \builtin unset %[1]s_s %[1]s_p %[1]s_e %[1]s_fd; } {%[1]s_fd}>&2 2>/dev/null`+"\n", v)
 	return []byte(b.String())
 }
 
-// commandLine encodes text as one logical line that runs it with sequence
-// number seq.
-func (p protocol) commandLine(seq uint64, text string) []byte {
+// promptJunk is what a prompt printed around our marker: the query's
+// report of the prompt's expansion without the marker in it (its RS bytes
+// read as '?').
+func (p protocol) promptJunk(prompt string) string {
+	lead := "?DSH" + p.nonce + ":"
+	i := strings.Index(prompt, lead)
+	if i < 0 {
+		return prompt
+	}
+	j := strings.IndexByte(prompt[i+len(lead):], '?')
+	if j < 0 {
+		return prompt[:i]
+	}
+	return prompt[:i] + prompt[i+len(lead)+j+1:]
+}
+
+// evalLine runs text as one eval, on one line: the form used when PS2 is not
+// ours, so that bash never prints a continuation prompt.
+func evalLine(text string) []byte {
+	return []byte(" eval -- " + ansiC(text) + "\n")
+}
+
+// frame is how a command text is typed. lines is how many newlines it holds:
+// bash prints a continuation prompt for each line it reads after the first,
+// so lines continuation prompts mean it is still waiting for the rest.
+func frame(text string, readline bool) (typed []byte, lines int) {
+	text = normalizeNewlines(text)
 	var b bytes.Buffer
-	b.Grow(len(text)*2 + 64)
-	b.WriteByte(' ')
-	b.WriteString(p.seqVar)
-	b.WriteByte('=')
-	b.Write(strconv.AppendUint(b.AvailableBuffer(), seq, 10))
-	b.WriteString(";\\eval -- $'")
-	lineLen := b.Len()
-	for i := 0; i < len(text); i++ {
-		c := text[i]
-		var piece [4]byte
-		n := 1
-		if c < 0x20 || c >= 0x7f || c == '\\' || c == '\'' || c == '!' {
-			piece = [4]byte{'\\', '0' + c>>6, '0' + (c>>3)&7, '0' + c&7}
-			n = 4
-		} else {
-			piece[0] = c
-		}
-		if lineLen+n+2 > maxPhysicalLine { // room for the closing quote and backslash
-			// Close this piece, continue the word on the next line.
-			b.WriteString("'\\\n$'")
-			lineLen = 2
-		}
-		b.Write(piece[:n])
-		lineLen += n
+	switch {
+	case blank(text):
+		// Nothing runs; one empty line gives one prompt.
+		b.WriteByte('\n')
+	case !strings.Contains(strings.TrimSuffix(text, "\n"), "\n"):
+		b.WriteString(strings.TrimSuffix(text, "\n"))
+		b.WriteByte('\n')
+	default:
+		// A group is parsed whole before any of it runs.
+		b.WriteString("{\n")
+		b.WriteString(strings.TrimSuffix(text, "\n"))
+		b.WriteString("\n}\n")
 	}
-	b.WriteString("'\n")
-	return b.Bytes()
+	typed = b.Bytes()
+	lines = bytes.Count(typed, []byte{'\n'})
+	if readline {
+		typed = quoteForReadline(typed)
+	}
+	return typed, lines
 }
 
-// marker is a parsed completion marker.
+// quoteForReadline puts readline's quoted-insert (^V) before every control
+// byte but newline, so readline inserts it instead of acting on it.
+func quoteForReadline(b []byte) []byte {
+	n := 0
+	for _, c := range b {
+		if (c < 0x20 && c != '\n') || c == 0x7f {
+			n++
+		}
+	}
+	if n == 0 {
+		return b
+	}
+	out := make([]byte, 0, len(b)+n)
+	for _, c := range b {
+		if (c < 0x20 && c != '\n') || c == 0x7f {
+			out = append(out, 0x16)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// blank reports whether text runs nothing: every line is empty, white space
+// or a comment. (A '#' that starts a line is a comment unless an earlier
+// line opened a quote or a heredoc, and such a line is not blank.)
+func blank(text string) bool {
+	for line := range strings.SplitSeq(text, "\n") {
+		line = strings.TrimLeft(line, " \t\r")
+		if line != "" && line[0] != '#' {
+			return false
+		}
+	}
+	return true
+}
+
+// normalizeNewlines turns CRLF into LF, as a terminal's ICRNL would for typed
+// text; a lone CR is left alone.
+func normalizeNewlines(s string) string {
+	if strings.Contains(s, "\r\n") {
+		return strings.ReplaceAll(s, "\r\n", "\n")
+	}
+	return s
+}
+
+// markerKind says which of bash's prompts a marker is.
+type markerKind int
+
+const (
+	markBroken markerKind = iota // our lead, but no body we know
+	markPS1                      // the prompt before a command line
+	markPS2                      // a continuation prompt
+	markQuery                    // the status query line's report
+)
+
+// marker is a parsed marker.
 type marker struct {
-	seq    uint64
-	hasSeq bool
-	status int
+	kind   markerKind
+	seq    uint64 // PS1: bash's command number
+	status int    // PS1 and query: $?
+	// PS1: the length of PS1, and whether PS2 is still ours.
+	ps1Len  int
+	ps2Ours bool
+	// query: the prompt state.
+	ps1ReadOnly, ps2ReadOnly, stderrElsewhere bool
+	prompt                                    string
 }
 
-// parseMarkerBody parses "seq:status"; seq may be empty (a prompt that no
-// command line of ours asked for).
-func parseMarkerBody(b []byte) (marker, bool) {
-	k := bytes.IndexByte(b, ':')
-	if k < 0 {
-		return marker{}, false
+func parseMarker(body []byte) marker {
+	s := string(body)
+	if s == "c" {
+		return marker{kind: markPS2}
 	}
-	var m marker
-	if k > 0 {
-		seq, err := strconv.ParseUint(string(b[:k]), 10, 64)
+	if rest, ok := strings.CutPrefix(s, "q:"); ok {
+		f := strings.SplitN(rest, ":", 5)
+		if len(f) != 5 {
+			return marker{}
+		}
+		st, err := strconv.Atoi(f[0])
 		if err != nil {
-			return marker{}, false
+			return marker{}
 		}
-		m.seq, m.hasSeq = seq, true
+		return marker{kind: markQuery, status: st, ps1ReadOnly: strings.Contains(f[1], "r"),
+			ps2ReadOnly: strings.Contains(f[2], "r"), stderrElsewhere: f[3] == "e", prompt: f[4]}
 	}
-	status, err := strconv.Atoi(string(b[k+1:]))
-	if err != nil {
-		return marker{}, false
+	f := strings.SplitN(s, ":", 4)
+	if len(f) != 4 {
+		return marker{}
 	}
-	m.status = status
-	return m, true
+	seq, err1 := strconv.ParseUint(f[0], 10, 64)
+	st, err2 := strconv.Atoi(f[1])
+	n, err3 := strconv.Atoi(f[2])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return marker{}
+	}
+	return marker{kind: markPS1, seq: seq, status: st, ps1Len: n, ps2Ours: f[3] == "="}
 }
 
-// stripOwnLines removes the lines that name the nonce: the shell's trace of
-// its own machinery under `set -x`.
-func (p protocol) stripOwnLines(s string) string {
-	if !strings.Contains(s, p.nonce) {
-		return s
+// promptSigs are how bash's own reads of its input look in
+// /proc/PID/syscall, learned at start-up when no command of anyone's has run.
+//
+// Without readline bash reads its input with read(0, buf, n) into a static
+// buffer of its own, whether at the prompt or for a continuation line; a
+// `read` builtin or another program reads into other memory, or is another
+// process. With readline it waits in pselect6 on fd 0, at the prompt from a
+// fixed depth of the stack; for a continuation line from a deeper one, with
+// the same frame layout (the descriptor set at the same offset from the
+// stack pointer); `read -e` waits the same way from yet other depths, which
+// is why a deeper wait counts only right after bash printed a continuation
+// prompt of ours.
+type promptSigs struct {
+	plain    procfs.Syscall // read(0, buf, n)
+	readline procfs.Syscall // pselect6(1, fds, ...) at the prompt
+}
+
+// match reports whether s is bash reading its input, and with readline.
+// continuing says bash printed a continuation prompt last.
+func (g promptSigs) match(s procfs.Syscall, continuing bool) (ok, readline bool) {
+	switch {
+	case !s.Blocked():
+		return false, false
+	case s.Nr == sysRead && s.Args[0] == 0 && s.Args[1] == g.plain.Args[1] && s.Args[2] == g.plain.Args[2]:
+		return true, false
+	case s.Nr != sysPselect6 || s.Args[0] != 1 || g.readline.Nr != sysPselect6:
+		return false, false
+	case s.Args[1] == g.readline.Args[1] && s.SP == g.readline.SP:
+		return true, true
 	}
-	var b strings.Builder
-	for len(s) > 0 {
-		line := s
-		if i := strings.IndexByte(s, '\n'); i >= 0 {
-			line = s[:i+1]
-		}
-		s = s[len(line):]
-		if !strings.Contains(line, p.nonce) {
-			b.WriteString(line)
-		}
-	}
-	return b.String()
+	deeper := s.SP < g.readline.SP && s.Args[1]-s.SP == g.readline.Args[1]-g.readline.SP
+	return continuing && deeper, deeper
+}
+
+const (
+	sysRead     = 0
+	sysPselect6 = 270
+)
+
+// plausiblePrompt reports whether s can be a prompt read to learn: read on
+// fd 0, or pselect6 on one descriptor.
+func plausiblePrompt(s procfs.Syscall) bool {
+	return s.Blocked() && ((s.Nr == sysRead && s.Args[0] == 0) || (s.Nr == sysPselect6 && s.Args[0] == 1))
 }

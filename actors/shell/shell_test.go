@@ -97,18 +97,26 @@ func TestCommandTextOfAnyShape(t *testing.T) {
 			}
 		})
 	}
-	t.Run("unterminated quote", func(t *testing.T) {
-		res := bash(t, h, "a", "echo 'never closed")
-		if exitCode(res) != "2" || !strings.Contains(res.Text, "unexpected EOF") {
-			t.Fatalf("got %q exit %s", res.Text, exitCode(res))
-		}
-	})
-	t.Run("unterminated heredoc", func(t *testing.T) {
-		res := bash(t, h, "a", "cat <<EOF\nbody")
-		if !strings.Contains(res.Text, "here-document") || !strings.Contains(res.Text, "body") {
-			t.Fatalf("got %q exit %s", res.Text, exitCode(res))
-		}
-	})
+	// Text bash cannot finish reading is cancelled as Ctrl-C would, and
+	// none of it runs.
+	for _, c := range []struct{ name, command, status string }{
+		{"unterminated quote", "touch ran; echo 'never closed", "130"},
+		{"unterminated heredoc", "touch ran; cat <<EOF\nbody", "130"},
+		{"unterminated quote over lines", "touch ran\necho 'never\nclosed", "130"},
+		// The group's closing brace ends the compound wrongly: a syntax error.
+		{"unterminated compound", "touch ran\nif true; then\n  echo inside", "2"},
+		{"trailing pipe", "touch ran | ", "130"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bash(t, h, "a", "cd "+t.TempDir())
+			res := bash(t, h, "a", c.command)
+			if exitCode(res) != c.status || !res.NotRun || !strings.Contains(res.Text, "incomplete") ||
+				strings.Contains(res.Text, "body") || strings.Contains(res.Text, "inside") {
+				t.Fatalf("got %q %+v", res.Text, res)
+			}
+			wantText(t, bash(t, h, "a", "ls"), "")
+		})
+	}
 	// The shell is still the same one and still works.
 	wantText(t, bash(t, h, "a", "echo ok"), "ok\n")
 }
@@ -119,7 +127,7 @@ func TestPromptMachineryCannotBeBroken(t *testing.T) {
 	h := newHost(t, nil)
 	steps := []string{
 		"PS1='custom> '; PS2='more> '",
-		"PROMPT_COMMAND='echo hijacked'",
+		"PROMPT_COMMAND='echo hijacked; false'",
 		"unset PROMPT_COMMAND",
 		"set -u",
 		"unset PS1 PS2", // under set -u: the prompt function must not expand them bare
@@ -138,7 +146,13 @@ func TestPromptMachineryCannotBeBroken(t *testing.T) {
 		if res.ExitCode == nil || res.WaitingForInput || res.TimedOut {
 			t.Fatalf("%q broke the call: %+v", s, res)
 		}
-		wantText(t, bash(t, h, "a", "echo ok"), "ok\n")
+		want := "ok\n"
+		if strings.HasPrefix(s, "PROMPT_COMMAND") {
+			// bash runs it before each prompt, as in a terminal; it leaves
+			// $? alone.
+			want = "ok\nhijacked\n"
+		}
+		wantText(t, bash(t, h, "a", "echo ok"), want)
 	}
 	// A long command goes as continuation lines, where bash prints PS2.
 	bash(t, h, "a", "PS2=':> '")
@@ -421,8 +435,10 @@ func TestOutputBetweenCallsOpensTheNextResult(t *testing.T) {
 	openGate("go")
 	printed()
 	res := bash(t, h, "a", "echo now")
-	if !strings.Contains(res.Text, "[output since the previous call]\n") || !strings.Contains(res.Text, "late news\n") ||
-		!strings.HasSuffix(res.Text, "now\n") {
+	// bash's notice that the job is done comes right before its prompt, at
+	// the end of the call, as in a terminal.
+	if !strings.HasPrefix(res.Text, "[output since the previous call]\nlate news\n[end of output since the previous call]\nnow\n") ||
+		!strings.Contains(res.Text, "now\n[1]+  Done") {
 		t.Fatalf("got %q", res.Text)
 	}
 }

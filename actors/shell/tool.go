@@ -80,6 +80,13 @@ type Result struct {
 	// FreshShell: this call ran in a shell started for it (the first call, or
 	// the first after a reset).
 	FreshShell bool `json:"fresh_shell,omitempty"`
+	// StatusUnknown: the command finished, but its exit status could not be
+	// established (more completion markers came than bash prints: the
+	// command or a background job printed one), or the shell was lost.
+	StatusUnknown bool `json:"status_unknown,omitempty"`
+	// NotRun: bash read the command but did not run it (a syntax error, a
+	// failed history expansion, incomplete text).
+	NotRun bool `json:"not_run,omitempty"`
 	// ClippedBytes is how many bytes of output were not kept.
 	ClippedBytes int64 `json:"clipped_bytes,omitempty"`
 	// IsError marks a call that failed as a call: bad arguments, a timeout, a

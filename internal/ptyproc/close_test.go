@@ -97,7 +97,7 @@ func TestCloseKillsTheWholeSession(t *testing.T) {
 	if err := r.p.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	r.p.ProbeWait("after close")
+	r.p.Probe("after close", true)
 	r.p.Write([]byte("echo late\n"))
 	if err := r.p.Signal(syscall.SIGINT); err == nil {
 		t.Error("Signal after Close succeeded")
@@ -117,7 +117,7 @@ func TestCloseConcurrentWithProbes(t *testing.T) {
 	r.probeUntil("cat waiting", waiting)
 
 	// At most 16 probes in flight, as a caller with a timer would have a
-	// few: each ProbeWait starts a goroutine that reads /proc, and Close
+	// few: each Probe starts a goroutine that reads /proc, and Close
 	// waits for all of them, so a loop calling it without pause piles up
 	// enough (tens of thousands under -race) to keep Close busy for
 	// seconds. A slot is freed when a Probe is delivered; after Close none
@@ -143,7 +143,7 @@ func TestCloseConcurrentWithProbes(t *testing.T) {
 					return
 				case slots <- struct{}{}:
 				}
-				r.p.ProbeWait(i)
+				r.p.Probe(i, true)
 			}
 		}()
 	}
@@ -208,7 +208,7 @@ func TestCloseWaitsForProbes(t *testing.T) {
 		}
 		_ = p.Close()
 	})
-	p.ProbeWait(nil)
+	p.Probe(nil, true)
 	<-entered
 	closed := make(chan error, 1)
 	go func() { closed <- p.Close() }()
@@ -381,7 +381,7 @@ func TestReaperWaitCancelled(t *testing.T) {
 		}
 		_ = p.Close()
 	})
-	p.ProbeWait(nil)
+	p.Probe(nil, true)
 	<-entered
 
 	var reaper ptyproc.Reaper

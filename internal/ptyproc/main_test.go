@@ -260,11 +260,11 @@ func (r *proc) waitExited() *ptyproc.Exited {
 	return r.exited
 }
 
-// probe asks ProbeWait with a fresh tag and waits for its answer.
+// probe asks Probe with a fresh tag and waits for its answer.
 func (r *proc) probe() seenProbe {
 	r.t.Helper()
 	tag := new(int)
-	r.p.ProbeWait(tag)
+	r.p.Probe(tag, true)
 	var got seenProbe
 	r.waitUntil("the Probe", func() bool {
 		for _, pr := range r.probes {

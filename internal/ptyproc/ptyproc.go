@@ -25,6 +25,16 @@ const Credits = 4
 // ChunkSize is the largest Output chunk.
 const ChunkSize = 32 << 10
 
+// drainChunks bounds a drain: a program that floods the terminal must not
+// hold a flush or a probe back for ever. What it writes after the bound is
+// delivered after the flush or probe.
+const drainChunks = 8
+
+// maxYields bounds how often a probe gives the CPU away to let a session
+// leader that is still running (it has just written) reach the call it will
+// block in.
+const maxYields = 20
+
 // killTimeout bounds how long Close waits for SIGKILLed processes to exit.
 const killTimeout = 5 * time.Second
 
@@ -45,6 +55,14 @@ type Options struct {
 	Echo bool
 	// CRLF keeps the usual output translation of "\n" to "\r\n" (ONLCR).
 	CRLF bool
+	// Literal passes input bytes to the program as they are: no line
+	// editing and no line-length limit (ICANON off), no signal, flow-control
+	// or literal-next characters (ISIG, IXON, IEXTEN off), no CR to NL
+	// translation, and the interrupt, quit and suspend characters disabled
+	// so that a program that turns ISIG back on (readline does) still gets
+	// no signal from a byte. The persistent shell types its command text
+	// this way; signals go through [Process.Signal].
+	Literal bool
 }
 
 // Output is a chunk of program output. Data is only valid until Release.
@@ -74,13 +92,21 @@ type OutputClosed struct {
 	Proc *Process
 }
 
-// Exited says the started program has exited.
+// Exited says the started program has exited. Everything it wrote was
+// delivered before this message.
 type Exited struct {
 	Proc   *Process
 	Status ExitStatus
 	// InputPending: input written to the terminal was never read, so the
 	// program ended before it saw it.
 	InputPending bool
+}
+
+// Flushed answers [Process.FlushThenWrite]: every chunk delivered before it
+// was read before the data was written.
+type Flushed struct {
+	Proc *Process
+	Tag  any
 }
 
 // ExitStatus is how a program ended.
@@ -98,26 +124,52 @@ func (s ExitStatus) String() string {
 	return fmt.Sprintf("exit code %d", s.Code)
 }
 
-// Probe answers ProbeWait.
+// Probe answers [Process.Probe]: what the terminal's foreground process
+// group and the session leader are doing, taken after every byte written
+// before that moment was delivered.
 type Probe struct {
 	Proc *Process
-	// Tag is the value given to ProbeWait.
+	// Tag is the value given to Probe.
 	Tag any
-	// Wait says what the foreground group is doing with the terminal.
+	// Pgrp is the terminal's foreground process group.
+	Pgrp int
+	// Leader is what the session leader (the started program) is doing. A
+	// leader that was still running when first looked at is given the CPU a
+	// few times to reach the call it blocks in.
+	Leader procfs.Syscall
+	// Wait says whether the foreground group is blocked reading the
+	// terminal; only filled in when the probe asked for it and no input is
+	// pending.
 	Wait procfs.Wait
-	// Drained is true when every byte the program wrote before the wait was
-	// observed has been delivered before this message.
+	// Drained is true when every byte the program wrote before the look was
+	// delivered before this message: a read after the look found nothing.
 	Drained bool
 	// InputPending is true when the terminal holds input that the program
-	// has not read yet (or Write still has bytes to send): a program seen
-	// "waiting" then has simply not been scheduled since the input arrived,
-	// and Wait.State is reported as NotWaiting.
+	// has not read yet (or Write still has bytes to send).
 	InputPending bool
 	// Err is set when the state could not be read.
 	Err error
 }
 
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, ChunkSize); return &b }}
+
+// request is work for the reader: something that must happen after
+// everything readable has been delivered.
+type request struct {
+	kind  requestKind
+	tag   any
+	data  []byte
+	modes bool // restore the terminal modes before writing data
+	wait  bool // a probe that also asks procfs.TTYWait
+}
+
+type requestKind int
+
+const (
+	reqFlush requestKind = iota
+	reqProbe
+	reqExited
+)
 
 // Process is a program running on a pseudo-terminal, in a session of its own.
 type Process struct {
@@ -134,23 +186,18 @@ type Process struct {
 	slaveFD int
 	rc      syscall.RawConn
 	deliver func(any)
+	// leader reads the session leader's /proc/PID/syscall; only the reader
+	// goroutine uses it.
+	leader *procfs.SyscallReader
 
 	credits chan struct{}
 	done    chan struct{} // closed when Close starts
 	closing atomic.Bool
-	// lifeMu orders ProbeWait's probes.Add before Close's probes.Wait.
-	lifeMu sync.Mutex
-	// probes counts ProbeWait goroutines; Close waits for them before it
-	// closes the descriptors they use.
-	probes sync.WaitGroup
-	// readMu is held by the reader around each read and its delivery, and by
-	// ProbeWait's drain check, so a Probe is never delivered ahead of output
-	// that was read before it.
-	readMu sync.Mutex
-	// afterMu guards afterRead: callbacks ReadPendingOr left for the holder
-	// of readMu, run by unlockRead once it has let go.
-	afterMu   sync.Mutex
-	afterRead []func()
+
+	reqMu    sync.Mutex
+	requests []request
+	pending  atomic.Bool   // requests is not empty
+	wake     chan struct{} // a request came while the reader waits for a credit
 
 	writeMu      sync.Mutex
 	writeQueue   []byte
@@ -230,22 +277,27 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 	if st, err := procfs.Stat(cmd.Process.Pid); err == nil {
 		tree.Since = st.Start // what leaves the session starts after its leader
 	}
-
-	f, err := nonBlockingDup(master)
-	master.Close()
-	if err != nil {
+	fail := func(err error) (*Process, error) {
 		tty.Close()
 		_ = procfs.KillTree(tree, killTimeout)
 		_ = cmd.Wait()
 		return nil, err
 	}
+
+	f, err := nonBlockingDup(master)
+	master.Close()
+	if err != nil {
+		return fail(err)
+	}
 	rc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
-		tty.Close()
-		_ = procfs.KillTree(tree, killTimeout)
-		_ = cmd.Wait()
-		return nil, fmt.Errorf("ptyproc: %w", err)
+		return fail(fmt.Errorf("ptyproc: %w", err))
+	}
+	leader, err := procfs.OpenSyscall(cmd.Process.Pid)
+	if err != nil {
+		f.Close()
+		return fail(err)
 	}
 	p := &Process{
 		cmd:       cmd,
@@ -258,9 +310,11 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 		slaveFD:   slaveFD,
 		rc:        rc,
 		deliver:   deliver,
+		leader:    leader,
 		credits:   make(chan struct{}, Credits),
 		done:      make(chan struct{}),
 		writeWake: make(chan struct{}, 1),
+		wake:      make(chan struct{}, 1),
 		exited:    make(chan struct{}),
 	}
 	for i := 0; i < Credits; i++ {
@@ -309,6 +363,14 @@ func applyModes(t *unix.Termios, opts Options) {
 		t.Oflag &^= unix.ONLCR
 	}
 	t.Iflag |= unix.IUTF8
+	if opts.Literal {
+		t.Lflag &^= unix.ICANON | unix.ISIG | unix.IEXTEN
+		t.Iflag &^= unix.IXON | unix.IXOFF | unix.ICRNL | unix.INLCR | unix.IGNCR | unix.ISTRIP
+		t.Cc[unix.VMIN], t.Cc[unix.VTIME] = 1, 0
+		t.Cc[unix.VINTR], t.Cc[unix.VQUIT], t.Cc[unix.VSUSP] = 0, 0, 0
+	} else {
+		t.Lflag |= unix.ICANON | unix.ISIG
+	}
 }
 
 // nonBlockingDup returns a non-blocking duplicate of the master that the
@@ -347,41 +409,243 @@ func (p *Process) send(m any) {
 	}
 }
 
+// submit queues work for the reader and wakes it if it is parked.
+func (p *Process) submit(r request) {
+	p.reqMu.Lock()
+	p.requests = append(p.requests, r)
+	p.pending.Store(true)
+	p.reqMu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	// A deadline in the past wakes a parked read at once, and one set before
+	// the reader parks makes it return at once: no wake-up is lost.
+	_ = p.master.SetReadDeadline(time.Unix(1, 0))
+}
+
+// FlushThenWrite has the reader deliver everything the program has written
+// so far, then a *Flushed with tag, and then write data (nil: nothing) to
+// the program's input, restoring the terminal modes first when modes is
+// set. A caller that files output by whether it came before or after its
+// input (the shell: output of background jobs before a call, the call's own
+// after) gets that order from the message order alone.
+func (p *Process) FlushThenWrite(tag any, data []byte, modes bool) {
+	p.submit(request{kind: reqFlush, tag: tag, data: data, modes: modes})
+}
+
+// Probe has the reader deliver everything the program has written so far,
+// then look at what the foreground group and the session leader are doing,
+// and deliver the answer as a *Probe with tag, after every chunk written
+// before the look. With wait set, the look also asks whether the foreground
+// group is blocked reading the terminal (procfs.TTYWait), which costs more.
+func (p *Process) Probe(tag any, wait bool) {
+	p.submit(request{kind: reqProbe, tag: tag, wait: wait})
+}
+
+// readLoop is the one goroutine that reads the master. Every chunk, every
+// answer to a request and the exit are delivered from here, in the order
+// they happened.
 func (p *Process) readLoop() {
 	defer p.wg.Done()
 	for {
 		select {
+		case <-p.done:
+			return
+		default:
+		}
+		if p.pending.Load() {
+			if !p.serve() {
+				return
+			}
+		}
+		// Wait for a credit to read with; a request is served meanwhile.
+		select {
 		case <-p.credits:
+		case <-p.wake:
+			continue
 		case <-p.done:
 			return
 		}
-		var (
-			n       int
-			readErr error
-		)
+		bufp := chunkPool.Get().(*[]byte)
+		var n int
+		var readErr error
 		err := p.rc.Read(func(fd uintptr) bool {
-			bufp := chunkPool.Get().(*[]byte)
-			p.readMu.Lock()
 			n, readErr = unix.Read(int(fd), *bufp)
 			if readErr == unix.EAGAIN {
-				p.unlockRead()
-				chunkPool.Put(bufp)
-				return false
+				// Park, unless there is work to do first.
+				return p.pending.Load()
 			}
-			if n > 0 {
-				p.send(&Output{Proc: p, Data: (*bufp)[:n], buf: bufp})
-			} else {
-				chunkPool.Put(bufp)
-			}
-			p.unlockRead()
 			return true
 		})
-		if err != nil || readErr != nil || n == 0 {
-			// EIO once every holder of the slave has closed it; EOF or a
-			// closed file when Close ran.
-			p.send(&OutputClosed{Proc: p})
+		switch {
+		case n > 0:
+			p.send(&Output{Proc: p, Data: (*bufp)[:n], buf: bufp})
+			continue
+		case errors.Is(err, os.ErrDeadlineExceeded) || (err == nil && readErr == unix.EAGAIN):
+			// Woken for a request.
+			chunkPool.Put(bufp)
+			p.returnCredit()
+			_ = p.master.SetReadDeadline(time.Time{})
+			continue
+		}
+		chunkPool.Put(bufp)
+		// EIO once every holder of the slave has closed it; EOF or a closed
+		// file when Close ran.
+		p.send(&OutputClosed{Proc: p})
+		return
+	}
+}
+
+func (p *Process) takeCredit() bool {
+	select {
+	case <-p.credits:
+		return true
+	case <-p.done:
+		return false
+	}
+}
+
+func (p *Process) tryCredit() bool {
+	select {
+	case <-p.credits:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *Process) returnCredit() {
+	select {
+	case p.credits <- struct{}{}:
+	default:
+	}
+}
+
+// serve runs the queued requests. It reports false once the process is
+// closing.
+func (p *Process) serve() bool {
+	p.reqMu.Lock()
+	reqs := p.requests
+	p.requests = nil
+	p.pending.Store(false)
+	p.reqMu.Unlock()
+	for _, r := range reqs {
+		// A probe never waits for a credit: a receiver that holds its
+		// output still gets an answer (not drained). The flush and the exit
+		// wait, since what they promise is an order.
+		if !p.drain(r.kind != reqProbe) {
+			return false
+		}
+		switch r.kind {
+		case reqFlush:
+			p.send(&Flushed{Proc: p, Tag: r.tag})
+			if r.modes {
+				_, _ = p.RestoreModes()
+			}
+			p.Write(r.data)
+		case reqProbe:
+			pr, open := p.probe(r.tag, r.wait)
+			if !open {
+				return false
+			}
+			p.send(pr)
+		case reqExited:
+			p.send(&Exited{Proc: p, Status: p.exitStatus, InputPending: p.inputPending()})
+		}
+	}
+	return true
+}
+
+// drain delivers what the master holds now, a chunk per credit, at most
+// drainChunks of them; without wait it stops at the first missing credit. It
+// reports false once the process is closing.
+func (p *Process) drain(wait bool) bool {
+	for i := 0; i < drainChunks; i++ {
+		if !wait {
+			if !p.tryCredit() {
+				return !p.closing.Load()
+			}
+		} else if !p.takeCredit() {
+			return false
+		}
+		if !p.readChunk() {
+			p.returnCredit()
+			return true
+		}
+	}
+	return true
+}
+
+// readChunk reads and delivers one chunk without waiting; the caller holds
+// a credit, which the chunk takes. It reports whether there was one.
+func (p *Process) readChunk() bool {
+	bufp := chunkPool.Get().(*[]byte)
+	var n int
+	_ = p.rc.Control(func(fd uintptr) {
+		n, _ = unix.Read(int(fd), *bufp)
+	})
+	if n <= 0 {
+		chunkPool.Put(bufp)
+		return false
+	}
+	p.send(&Output{Proc: p, Data: (*bufp)[:n], buf: bufp})
+	return true
+}
+
+// probe looks at the foreground group and the leader. The look comes after
+// a drain; a read after the look that finds nothing proves that every byte
+// written before the look has been delivered (reading flushes the kernel's
+// pending buffer work first, n_tty_read). Output found by that read is
+// delivered and the look taken again, a few times.
+func (p *Process) probe(tag any, wait bool) (*Probe, bool) {
+	for again := 0; ; again++ {
+		pr := &Probe{Proc: p, Tag: tag}
+		p.look(pr, wait)
+		if pr.InputPending || pr.Err != nil {
+			return pr, true // inconclusive whatever the output
+		}
+		if !p.tryCredit() {
+			return pr, !p.closing.Load() // output still held by the receiver
+		}
+		if !p.readChunk() {
+			p.returnCredit()
+			pr.Drained = true
+			return pr, true
+		}
+		if again == 2 {
+			return pr, true // still writing: not drained
+		}
+	}
+}
+
+func (p *Process) look(pr *Probe, wait bool) {
+	pgrp, err := p.ForegroundGroup()
+	if err != nil {
+		pr.Err = err
+		return
+	}
+	pr.Pgrp = pgrp
+	for yields := 0; ; yields++ {
+		pr.Leader, err = p.leader.Read()
+		if err != nil {
+			pr.Err = err
 			return
 		}
+		if !pr.Leader.Running || pgrp != p.pid || yields == maxYields {
+			break
+		}
+		// The leader has the terminal and is still running: it has most
+		// likely just written and is on its way to the call it will block
+		// in. Give it the CPU rather than answer "running".
+		_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+	}
+	if p.inputPending() {
+		pr.InputPending = true
+		return
+	}
+	if wait {
+		pr.Wait, pr.Err = procfs.TTYWait(pgrp, p.ttyName)
 	}
 }
 
@@ -404,27 +668,8 @@ func (p *Process) waitLoop() {
 	p.exitStatus = st
 	close(p.exited)
 	// Everything the program wrote before it exited is in the master's
-	// queue now; hand it over, a credit per chunk like the reader, before
-	// saying it exited.
-	for {
-		select {
-		case <-p.credits:
-		case <-p.done:
-			return
-		}
-		p.readMu.Lock()
-		if p.readChunkLocked() {
-			p.unlockRead()
-			continue
-		}
-		p.send(&Exited{Proc: p, Status: st, InputPending: p.inputPending()})
-		p.unlockRead()
-		select {
-		case p.credits <- struct{}{}: // the credit taken for nothing
-		default:
-		}
-		return
-	}
+	// queue now: the reader delivers it, then Exited.
+	p.submit(request{kind: reqExited})
 }
 
 // Write queues b for the program's input. It never blocks: what the
@@ -537,10 +782,10 @@ func (p *Process) Signal(sig syscall.Signal) error {
 }
 
 // RestoreModes puts back the terminal modes the process was started with
-// (echo, output CRLF, canonical input, signals) if a program changed them,
-// and reports whether it had to. A shell calls it before each command, so a
-// program that died in raw mode or ran `stty echo` cannot make the shell
-// echo its input or lose its line discipline.
+// (echo, output CRLF, canonical or literal input, signals) if a program
+// changed them, and reports whether it had to. A shell calls it before each
+// command, so a program that died in raw mode or ran `stty echo` cannot make
+// the shell echo its input or lose its line discipline.
 func (p *Process) RestoreModes() (bool, error) {
 	changed := false
 	err := p.control(func(fd int) error {
@@ -550,7 +795,6 @@ func (p *Process) RestoreModes() (bool, error) {
 		}
 		want := *t
 		applyModes(&want, p.opts)
-		want.Lflag |= unix.ICANON | unix.ISIG
 		if want == *t {
 			return nil
 		}
@@ -576,148 +820,6 @@ func (p *Process) Termios() (*unix.Termios, error) {
 		return err
 	})
 	return t, err
-}
-
-// ProbeWait asks, from a goroutine of its own, whether the foreground process
-// group is blocked reading the terminal, and delivers a *Probe with tag.
-func (p *Process) ProbeWait(tag any) {
-	p.lifeMu.Lock()
-	defer p.lifeMu.Unlock()
-	if p.closing.Load() {
-		return
-	}
-	p.probes.Add(1)
-	go func() {
-		defer p.probes.Done()
-		p.send(p.probe(tag))
-	}()
-}
-
-func (p *Process) probe(tag any) *Probe {
-	pr := &Probe{Proc: p, Tag: tag}
-	if p.closing.Load() {
-		return pr // nobody will receive it; do not hold Close up
-	}
-	pgrp, err := p.ForegroundGroup()
-	if err != nil {
-		pr.Err = err
-		return pr
-	}
-	// Order matters. First: no input is pending, so whatever the group was
-	// given has been read. Then /proc: a member blocked reading the terminal
-	// now is waiting for input that has not been written yet.
-	if p.inputPending() {
-		pr.InputPending = true
-		return pr
-	}
-	pr.Wait, pr.Err = procfs.TTYWait(pgrp, p.ttyName)
-	if pr.Err != nil || pr.Wait.State == procfs.NotWaiting {
-		return pr
-	}
-	// The group was seen waiting. Everything it wrote before that is in the
-	// master's queue or was already read. A non-blocking read flushes the
-	// kernel's pending buffer work first (n_tty_read), so EAGAIN proves that
-	// nothing written before the wait is left. Holding readMu keeps the
-	// reader out and orders this Probe after every chunk it delivered. The
-	// read takes a credit like the reader; with none free, output is still
-	// on its way and the probe is inconclusive. (A zero-timeout poll would
-	// spare the read, but on a loaded machine it stalled: 100 agents fell
-	// from ~4,400 to ~450 calls/s.)
-	p.readMu.Lock()
-	defer p.unlockRead()
-	select {
-	case <-p.credits:
-	default:
-		return pr
-	}
-	bufp := chunkPool.Get().(*[]byte)
-	var n int
-	var rerr error
-	_ = p.control(func(fd int) error {
-		n, rerr = unix.Read(fd, *bufp)
-		return nil
-	})
-	if n > 0 {
-		// Output was still pending: hand it over, in order, with the credit.
-		p.send(&Output{Proc: p, Data: (*bufp)[:n], buf: bufp})
-		return pr
-	}
-	chunkPool.Put(bufp)
-	select {
-	case p.credits <- struct{}{}:
-	default:
-	}
-	pr.Drained = rerr == unix.EAGAIN
-	return pr
-}
-
-// readChunkLocked delivers one chunk of what the master holds, without
-// waiting, and reports whether there was one. The caller holds readMu and a
-// credit, which the chunk takes.
-func (p *Process) readChunkLocked() bool {
-	bufp := chunkPool.Get().(*[]byte)
-	var n int
-	_ = p.control(func(fd int) error {
-		n, _ = unix.Read(fd, *bufp)
-		return nil
-	})
-	if n <= 0 {
-		chunkPool.Put(bufp)
-		return false
-	}
-	p.send(&Output{Proc: p, Data: (*bufp)[:n], buf: bufp})
-	return true
-}
-
-// ReadPendingOr returns, without waiting, what the program has written and
-// the reader has not picked up yet (at most ChunkSize bytes). A caller that
-// is about to write new input uses it to attribute earlier output to the
-// time before that input.
-//
-// While a chunk is being read and delivered it returns ok=false, reads
-// nothing, and calls retry once that delivery is over: the caller may be
-// running inside that very delivery (an actor on a synchronized dispatcher),
-// so it must not wait, and a chunk another goroutine is delivering lands
-// behind whatever message the caller is handling. retry is called from the
-// goroutine that delivered, once; it must not block.
-func (p *Process) ReadPendingOr(retry func()) (b []byte, ok bool) {
-	p.afterMu.Lock()
-	if !p.readMu.TryLock() {
-		// The holder runs retry after it unlocks; it cannot have unlocked
-		// and checked afterRead yet, as that needs afterMu.
-		p.afterRead = append(p.afterRead, retry)
-		p.afterMu.Unlock()
-		return nil, false
-	}
-	p.afterMu.Unlock()
-	defer p.unlockRead()
-	// A read, not FIONREAD: reading flushes the kernel's pending buffer work
-	// first (n_tty_read), so bytes the program wrote a moment ago are seen;
-	// FIONREAD does not wait for them, and they would land inside the call
-	// that follows.
-	bufp := chunkPool.Get().(*[]byte)
-	defer chunkPool.Put(bufp)
-	var n int
-	_ = p.control(func(fd int) error {
-		n, _ = unix.Read(fd, *bufp)
-		return nil
-	})
-	if n <= 0 {
-		return nil, true // the usual case: no allocation
-	}
-	return append([]byte(nil), (*bufp)[:n]...), true
-}
-
-// unlockRead releases readMu and runs the callbacks left for its release.
-func (p *Process) unlockRead() {
-	p.readMu.Unlock()
-	p.afterMu.Lock()
-	after := p.afterRead
-	p.afterRead = nil
-	p.afterMu.Unlock()
-	for _, f := range after {
-		f()
-	}
 }
 
 // inputPending reports whether input written to the terminal has not been
@@ -750,16 +852,18 @@ func (p *Process) ExitStatus() (ExitStatus, bool) {
 // goroutine; it returns the first error.
 func (p *Process) Close() error {
 	p.closeOnce.Do(func() {
-		p.lifeMu.Lock()
 		p.closing.Store(true)
-		p.lifeMu.Unlock()
 		close(p.done)
 		killErr := procfs.KillTree(p.tree, killTimeout)
 		// The program was a member of the session, so Wait returns now.
 		<-p.exited
-		p.probes.Wait()
-		closeErr := errors.Join(p.master.Close(), p.slave.Close())
+		// Wake the reader and the writer where they park, and let them
+		// return before the descriptors they use are closed: a descriptor
+		// closed under a running probe could be reused by another open.
+		_ = p.master.SetReadDeadline(time.Unix(1, 0))
+		_ = p.master.SetWriteDeadline(time.Unix(1, 0))
 		p.wg.Wait()
+		closeErr := errors.Join(p.master.Close(), p.slave.Close(), p.leader.Close())
 		// Buffers of chunks never released are garbage collected.
 		p.closeErr = errors.Join(killErr, closeErr)
 	})

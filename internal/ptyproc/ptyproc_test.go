@@ -653,9 +653,9 @@ func TestSignalWithoutForegroundGroup(t *testing.T) {
 	}
 }
 
-// ProbeWait: cat blocked reading the terminal is waiting, with everything
-// delivered; sleep is not.
-func TestProbeWait(t *testing.T) {
+// Probe: cat blocked reading the terminal is waiting, with everything
+// delivered; sleep is not waiting, and nothing of it is undelivered.
+func TestProbe(t *testing.T) {
 	t.Run("cat", func(t *testing.T) {
 		r := run(t, "bash", "--norc", "--noprofile", "-c", "echo ready; exec cat")
 		r.waitOutput("ready\n")
@@ -673,7 +673,7 @@ func TestProbeWait(t *testing.T) {
 	t.Run("sleep", func(t *testing.T) {
 		r := run(t, "sleep", "100")
 		for range 20 {
-			if pr := r.probe(); pr.Err != nil || pr.Wait.State != procfs.NotWaiting || pr.Drained || pr.InputPending {
+			if pr := r.probe(); pr.Err != nil || pr.Wait.State != procfs.NotWaiting || !pr.Drained || pr.InputPending {
 				t.Fatalf("probe of sleep: %+v drained=%v pending=%v err=%v", pr.Wait, pr.Drained, pr.InputPending, pr.Err)
 			}
 		}
@@ -681,7 +681,7 @@ func TestProbeWait(t *testing.T) {
 	t.Run("tags", func(t *testing.T) {
 		r := run(t, "sleep", "100")
 		for i := range 10 {
-			r.p.ProbeWait(i)
+			r.p.Probe(i, true)
 		}
 		r.waitUntil("ten probes", func() bool { return len(r.probes) == 10 })
 		seen := map[any]bool{}

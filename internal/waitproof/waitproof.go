@@ -109,7 +109,13 @@ func (t *Tracker) Tick(m *Tick) {
 		t.arm(Quiet - quiet)
 		return
 	}
-	t.proc.ProbeWait(tag{t, t.n.Load()})
+	t.proc.Probe(tag{t, t.n.Load()}, true)
+}
+
+// Owns reports whether p answers a look of this tracker's current episode.
+func (t *Tracker) Owns(p *ptyproc.Probe) bool {
+	tg, ok := p.Tag.(tag)
+	return ok && tg.t == t && tg.n == t.n.Load() && t.active && p.Proc == t.proc
 }
 
 // Probe judges a probe and schedules the next look unless the verdict is
