@@ -70,3 +70,4 @@ func BenchmarkHostEcho(b *testing.B) {
 		}
 	}
 }
+

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -119,6 +120,10 @@ type bashState struct {
 	started bool
 	// sigs are bash's own reads of its input, learned at start-up.
 	sigs promptSigs
+	// learn: the readline layout of this binary is learned at start-up;
+	// binary names it in the layouts cache.
+	learn  bool
+	binary string
 	// seq is bash's command number at the last proven prompt; seqKnown is
 	// false while a fallback runs the calls.
 	seq      uint64
@@ -172,6 +177,8 @@ type exchange struct {
 	cancelMark int
 	// intr is the state of an interrupt sequence.
 	intr *interrupt
+	// reprobes counts the probes of ours taken again.
+	reprobes int
 }
 
 // call is one Run from receipt to answer.
@@ -338,7 +345,7 @@ func (a *Actor) write(s step, data []byte) *exchange {
 }
 
 func (a *Actor) startLine(i int) {
-	ex := a.write(stepStart, a.proto.initLines()[i])
+	ex := a.write(stepStart, a.proto.initLines(a.bash.learn)[i])
 	ex.startLine = i
 	a.armStep(startTimeout)
 }
@@ -383,12 +390,25 @@ func (a *Actor) startShell() error {
 	if bash == "" {
 		bash = "bash"
 	}
-	a.bash = bashState{}
+	a.bash = bashState{learn: true}
 	a.waiting = nil
+	path, err := exec.LookPath(bash)
+	if err != nil {
+		return fmt.Errorf("program %q: %w", bash, err)
+	}
+	if key, ok := binaryKey(path); ok {
+		a.bash.binary = key
+		_, known := layouts.Load(key)
+		a.bash.learn = !known
+	}
+	env, err := shellEnv(a.opts.Env, a.opts.Config)
+	if err != nil {
+		return err
+	}
 	proc, err := ptyproc.Start(ptyproc.Options{
-		Path:    bash,
+		Path:    path,
 		Args:    []string{"--norc", "--noprofile", "--noediting", "-i"},
-		Env:     shellEnv(a.opts.Env, a.opts.Config),
+		Env:     env,
 		Dir:     a.opts.Dir,
 		Cols:    shellCols,
 		Rows:    shellRows,
@@ -406,7 +426,7 @@ func (a *Actor) startShell() error {
 // shellEnv is the base environment without what would change bash's prompt,
 // start-up or history, plus what makes programs behave for a reader that is
 // not a human at a screen.
-func shellEnv(base []string, cfg Config) []string {
+func shellEnv(base []string, cfg Config) ([]string, error) {
 	if base == nil {
 		base = os.Environ()
 	}
@@ -434,9 +454,13 @@ func shellEnv(base []string, cfg Config) []string {
 		env = append(env, "HISTFILE=")
 	}
 	if !cfg.HostStartupFiles {
-		env = append(env, "INPUTRC=/dev/null")
+		rc, err := inputrcPath()
+		if err != nil {
+			return nil, fmt.Errorf("writing the shell's readline configuration: %w", err)
+		}
+		env = append(env, "INPUTRC="+rc)
 	}
-	return env
+	return env, nil
 }
 
 // output routes program output around the markers in it.
@@ -543,6 +567,8 @@ func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 	case stateBusy:
 		// Whatever markers came so far were printed while a command ran.
 		ex.ps1, ex.query = nil, nil
+	case stateUnknown:
+		a.reprobe(p)
 	}
 	if !a.wait.Owns(p) {
 		return
@@ -571,6 +597,19 @@ func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 	}
 }
 
+// maxReprobes bounds how often a marker's probe is taken again at once
+// when it found bash still on its way to the prompt; after that the
+// tracker's looks go on, with their backoff.
+const maxReprobes = 3
+
+// reprobe takes an inconclusive probe of ours again, a few times.
+func (a *Actor) reprobe(p *ptyproc.Probe) {
+	if _, ours := p.Tag.(probeTag); ours && a.ex.reprobes < maxReprobes {
+		a.ex.reprobes++
+		a.proc.Probe(probeTag{a.ex.gen}, false)
+	}
+}
+
 // startProbe learns bash's prompt reads from the start-up lines, when no
 // command of anyone's has run yet.
 func (a *Actor) startProbe(ctx actor.Context, p *ptyproc.Probe) {
@@ -578,30 +617,37 @@ func (a *Actor) startProbe(ctx actor.Context, p *ptyproc.Probe) {
 	if len(ex.ps1) == 0 || p.Err != nil || !p.Drained || p.InputPending || p.Pgrp != a.proc.PID() || !plausiblePrompt(p.Leader) {
 		if a.wait.Owns(p) {
 			a.wait.Probe(p) // for its next look
+		} else if len(ex.ps1) > 0 {
+			a.reprobe(p)
 		}
 		return
 	}
-	switch l := p.Leader; ex.startLine {
-	case 0, 2:
-		if l.Nr != sysRead {
-			a.startFailed(ctx, fmt.Sprintf("bash did not read its input with read(2) at the prompt (%s)", l))
-			return
-		}
-		if ex.startLine == 2 && (l.Args[1] != a.bash.sigs.plain.Args[1] || l.Args[2] != a.bash.sigs.plain.Args[2]) {
-			a.startFailed(ctx, fmt.Sprintf("bash's prompt read changed between start-up lines (%s, then %s)", a.bash.sigs.plain, l))
-			return
-		}
-		a.bash.sigs.plain = l
-	case 1:
+	lines := a.proto.initLines(a.bash.learn)
+	switch l := p.Leader; {
+	case ex.startLine == 0 && a.bash.learn:
 		if l.Nr != sysPselect6 {
 			a.startFailed(ctx, fmt.Sprintf("bash did not wait for input through readline after `set -o emacs` (%s)", l))
 			return
 		}
 		a.bash.sigs.readline = l
+	default: // the last line: bash's plain read
+		if l.Nr != sysRead {
+			a.startFailed(ctx, fmt.Sprintf("bash did not read its input with read(2) at the prompt (%s)", l))
+			return
+		}
+		a.bash.sigs.plain = l
+		if a.bash.learn {
+			if a.bash.binary != "" {
+				layouts.Store(a.bash.binary, layoutOf(a.bash.sigs))
+			}
+		} else {
+			lay, _ := layouts.Load(a.bash.binary)
+			a.bash.sigs.readline = lay.(readlineLayout).apply(l)
+		}
 	}
 	m := ex.ps1[len(ex.ps1)-1]
 	a.bash.seq, a.bash.seqKnown = m.seq, true
-	if ex.startLine < len(a.proto.initLines())-1 {
+	if ex.startLine < len(lines)-1 {
 		a.startLine(ex.startLine + 1)
 		return
 	}

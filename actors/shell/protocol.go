@@ -3,10 +3,17 @@ package shell
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dsh-actors/dsh-actors/internal/inband"
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
@@ -94,23 +101,47 @@ func ansiC(s string) string {
 	return b.String()
 }
 
-// Start-up: three lines, each answered by a prompt whose wait the actor
-// records as one of bash's own prompt reads (see promptSig).
-//
-// The first sets the prompts and turns history expansion off (bash would
-// otherwise act on "!" in typed text). The second turns readline on once, to
-// learn how its prompt read looks, with settings that pass every byte
-// through: a command may turn readline on later (set -o vi), and the text
-// typed to it then is quoted (see frame). The third turns it off again and
-// forgets these lines from the history.
-func (p protocol) initLines() [][]byte {
-	return [][]byte{
-		[]byte(" PS1=" + ansiC(p.ps1) + " PS2=" + ansiC(p.ps2) + "; set +H\n"),
-		[]byte(" set -o emacs; bind 'set convert-meta off'; bind 'set input-meta on'; bind 'set output-meta on';" +
-			" bind 'set enable-bracketed-paste off'; bind 'set echo-control-characters off'\n"),
-		[]byte(" set +o emacs; history -c\n"),
+// Start-up. The first line sets the prompts and turns history expansion off
+// (bash would otherwise act on "!" in typed text); its prompt gives bash's
+// plain input read. Where the readline layout of this bash binary is not
+// known yet (see layouts), that line also turns readline on, to learn how
+// its prompt read looks, and a second line turns it off again. Both forget
+// themselves from the history.
+func (p protocol) initLines(learnReadline bool) [][]byte {
+	first := " PS1=" + ansiC(p.ps1) + " PS2=" + ansiC(p.ps2) + "; set +H"
+	if !learnReadline {
+		return [][]byte{[]byte(first + "; history -c\n")}
 	}
+	return [][]byte{[]byte(first + "; set -o emacs\n"), []byte(" set +o emacs; history -c\n")}
 }
+
+// inputrc is the readline configuration an agent shell gets (unless the
+// host user's is allowed): every byte typed is taken as it is, 8-bit
+// characters included, with no bracketed-paste or control-character echo.
+const inputrc = "set convert-meta off\nset input-meta on\nset output-meta on\n" +
+	"set enable-bracketed-paste off\nset echo-control-characters off\nset bell-style none\n"
+
+var inputrcPath = sync.OnceValues(func() (string, error) {
+	sum := sha256.Sum256([]byte(inputrc))
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("dsh-actors-inputrc-%d-%x", os.Getuid(), sum[:6]))
+	if b, err := os.ReadFile(path); err == nil && string(b) == inputrc {
+		return path, nil
+	}
+	f, err := os.CreateTemp(os.TempDir(), "dsh-actors-inputrc-*")
+	if err != nil {
+		return "", err
+	}
+	_, werr := f.WriteString(inputrc)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return path, nil
+})
 
 // queryLine reports $? and the prompt state in a "q" marker written to the
 // terminal itself, and makes PS1, PS2 and promptvars ours again where it can:
@@ -323,6 +354,39 @@ const (
 	sysRead     = 0
 	sysPselect6 = 270
 )
+
+// readlineLayout places bash's readline prompt read relative to its plain
+// one: the stack grows from a base that moves with every process (ASLR and
+// the size of the environment), but the frames between the two reads are
+// the same for one binary.
+type readlineLayout struct {
+	sp   uint64 // plain.SP - readline.SP
+	fds  uint64 // readline.Args[1] - readline.SP
+	args [6]uint64
+}
+
+func layoutOf(g promptSigs) readlineLayout {
+	return readlineLayout{sp: g.plain.SP - g.readline.SP, fds: g.readline.Args[1] - g.readline.SP, args: g.readline.Args}
+}
+
+func (l readlineLayout) apply(plain procfs.Syscall) procfs.Syscall {
+	rl := procfs.Syscall{Nr: sysPselect6, Args: l.args, SP: plain.SP - l.sp}
+	rl.Args[1] = rl.SP + l.fds
+	return rl
+}
+
+// layouts caches the readline layout of each bash binary, learned from the
+// first shell of it that a process starts, when no command had run in it.
+var layouts sync.Map // binaryKey -> readlineLayout
+
+// binaryKey names a program file: path, device, inode, size and time.
+func binaryKey(path string) (string, bool) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return "", false
+	}
+	return fmt.Sprintf("%s:%d:%d:%d:%d", path, st.Dev, st.Ino, st.Size, st.Mtim.Nano()), true
+}
 
 // plausiblePrompt reports whether s can be a prompt read to learn: read on
 // fd 0, or pselect6 on one descriptor.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -37,30 +36,47 @@ func (s Syscall) String() string {
 }
 
 // ParseSyscall parses the text of /proc/PID/syscall: "running", "-1 SP PC",
-// or "NR A0 A1 A2 A3 A4 A5 SP PC" with the numbers in hexadecimal.
+// or "NR A0 A1 A2 A3 A4 A5 SP PC" with the numbers in hexadecimal. It does
+// not allocate unless the text is malformed: a probe reads it per command.
 func ParseSyscall(b []byte) (Syscall, error) {
-	fields := strings.Fields(string(b))
-	if len(fields) == 1 && fields[0] == "running" {
+	var fields [9][]byte
+	n := 0
+	for i := 0; i < len(b); {
+		for i < len(b) && (b[i] == ' ' || b[i] == '\n') {
+			i++
+		}
+		j := i
+		for j < len(b) && b[j] != ' ' && b[j] != '\n' {
+			j++
+		}
+		if j > i {
+			if n == len(fields) {
+				return Syscall{}, badSyscall(b)
+			}
+			fields[n] = b[i:j]
+			n++
+		}
+		i = j
+	}
+	if n == 1 && string(fields[0]) == "running" {
 		return Syscall{Running: true, Nr: -1}, nil
 	}
-	bad := fmt.Errorf("procfs: unexpected syscall line %q", b)
-	if len(fields) == 0 {
-		return Syscall{}, bad
+	if n == 0 {
+		return Syscall{}, badSyscall(b)
 	}
-	nr, err := strconv.Atoi(fields[0])
-	if err != nil {
-		return Syscall{}, bad
+	nr, ok := decimal(fields[0])
+	if !ok {
+		return Syscall{}, badSyscall(b)
 	}
-	hex := func(s string) (uint64, error) { return strconv.ParseUint(strings.TrimPrefix(s, "0x"), 16, 64) }
 	s := Syscall{Nr: nr}
-	rest := fields[1:]
+	rest := fields[1:n]
 	if nr >= 0 {
 		if len(rest) != 8 {
-			return Syscall{}, bad
+			return Syscall{}, badSyscall(b)
 		}
 		for i := range s.Args {
-			if s.Args[i], err = hex(rest[i]); err != nil {
-				return Syscall{}, bad
+			if s.Args[i], ok = hexNumber(rest[i]); !ok {
+				return Syscall{}, badSyscall(b)
 			}
 		}
 		rest = rest[6:]
@@ -68,15 +84,63 @@ func ParseSyscall(b []byte) (Syscall, error) {
 		s.Nr = -1
 	}
 	if len(rest) != 2 {
-		return Syscall{}, bad
+		return Syscall{}, badSyscall(b)
 	}
-	if s.SP, err = hex(rest[0]); err != nil {
-		return Syscall{}, bad
-	}
-	if s.PC, err = hex(rest[1]); err != nil {
-		return Syscall{}, bad
+	var ok1, ok2 bool
+	s.SP, ok1 = hexNumber(rest[0])
+	s.PC, ok2 = hexNumber(rest[1])
+	if !ok1 || !ok2 {
+		return Syscall{}, badSyscall(b)
 	}
 	return s, nil
+}
+
+func badSyscall(b []byte) error { return fmt.Errorf("procfs: unexpected syscall line %q", b) }
+
+// decimal parses an optionally negative decimal number.
+func decimal(b []byte) (int, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 9 {
+		return 0, false
+	}
+	v := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
+}
+
+// hexNumber parses "0x..." (the prefix is optional).
+func hexNumber(b []byte) (uint64, bool) {
+	if len(b) > 2 && b[0] == '0' && (b[1] == 'x' || b[1] == 'X') {
+		b = b[2:]
+	}
+	if len(b) == 0 || len(b) > 16 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			v = v<<4 | uint64(c-'0')
+		case c >= 'a' && c <= 'f':
+			v = v<<4 | uint64(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			v = v<<4 | uint64(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return v, true
 }
 
 // SyscallReader reads one process's /proc/PID/syscall again and again

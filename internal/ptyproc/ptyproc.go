@@ -198,6 +198,16 @@ type Process struct {
 	requests []request
 	pending  atomic.Bool   // requests is not empty
 	wake     chan struct{} // a request came while the reader waits for a credit
+	// The reader's read attempt, made once so that each read allocates
+	// nothing: rbuf is the chunk being read into, rn and rerr its result.
+	readFn func(fd uintptr) bool
+	rbuf   []byte
+	rn     int
+	rerr   error
+	// delivering is set while the reader delivers a message. A request made
+	// then (typically by the receiver, running on the reader's goroutine)
+	// needs no wake-up: the reader looks at pending before it parks.
+	delivering atomic.Bool
 
 	writeMu      sync.Mutex
 	writeQueue   []byte
@@ -320,6 +330,7 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 	for i := 0; i < Credits; i++ {
 		p.credits <- struct{}{}
 	}
+	p.readFn = p.tryRead
 	p.wg.Add(3)
 	go p.readLoop()
 	go p.waitLoop()
@@ -403,9 +414,15 @@ func (p *Process) PID() int { return p.pid }
 // TTYName is the slave side's path, e.g. "/dev/pts/3".
 func (p *Process) TTYName() string { return p.ttyName }
 
+// send delivers m. The reader, the only goroutine that calls it, clears
+// delivering afterwards and only then looks at pending: a request seen by
+// submit as made during a delivery is seen by the reader (sequentially
+// consistent atomics, as in Dekker's algorithm).
 func (p *Process) send(m any) {
 	if !p.closing.Load() {
+		p.delivering.Store(true)
 		p.deliver(m)
+		p.delivering.Store(false)
 	}
 }
 
@@ -418,6 +435,9 @@ func (p *Process) submit(r request) {
 	select {
 	case p.wake <- struct{}{}:
 	default:
+	}
+	if p.delivering.Load() {
+		return
 	}
 	// A deadline in the past wakes a parked read at once, and one set before
 	// the reader parks makes it return at once: no wake-up is lost.
@@ -468,16 +488,10 @@ func (p *Process) readLoop() {
 			return
 		}
 		bufp := chunkPool.Get().(*[]byte)
-		var n int
-		var readErr error
-		err := p.rc.Read(func(fd uintptr) bool {
-			n, readErr = unix.Read(int(fd), *bufp)
-			if readErr == unix.EAGAIN {
-				// Park, unless there is work to do first.
-				return p.pending.Load()
-			}
-			return true
-		})
+		// rc.Read may return (a deadline, a close) without calling readFn.
+		p.rbuf, p.rn, p.rerr = *bufp, 0, nil
+		err := p.rc.Read(p.readFn)
+		n, readErr := p.rn, p.rerr
 		switch {
 		case n > 0:
 			p.send(&Output{Proc: p, Data: (*bufp)[:n], buf: bufp})
@@ -495,6 +509,16 @@ func (p *Process) readLoop() {
 		p.send(&OutputClosed{Proc: p})
 		return
 	}
+}
+
+// tryRead is the reader's read attempt inside rc.Read: it parks on EAGAIN
+// unless there is work to do first.
+func (p *Process) tryRead(fd uintptr) bool {
+	p.rn, p.rerr = unix.Read(int(fd), p.rbuf)
+	if p.rerr == unix.EAGAIN {
+		return p.pending.Load()
+	}
+	return true
 }
 
 func (p *Process) takeCredit() bool {
@@ -531,10 +555,12 @@ func (p *Process) serve() bool {
 	p.pending.Store(false)
 	p.reqMu.Unlock()
 	for _, r := range reqs {
-		// A probe never waits for a credit: a receiver that holds its
-		// output still gets an answer (not drained). The flush and the exit
-		// wait, since what they promise is an order.
-		if !p.drain(r.kind != reqProbe) {
+		// A flush and the exit promise an order: what was written before
+		// them is delivered first, waiting for credits if need be. A probe
+		// needs no drain before it: the read after its look proves the
+		// order, and it never waits for a credit (a receiver that holds
+		// its output still gets an answer: not drained).
+		if r.kind != reqProbe && !p.drain() {
 			return false
 		}
 		switch r.kind {
@@ -558,15 +584,10 @@ func (p *Process) serve() bool {
 }
 
 // drain delivers what the master holds now, a chunk per credit, at most
-// drainChunks of them; without wait it stops at the first missing credit. It
-// reports false once the process is closing.
-func (p *Process) drain(wait bool) bool {
+// drainChunks of them. It reports false once the process is closing.
+func (p *Process) drain() bool {
 	for i := 0; i < drainChunks; i++ {
-		if !wait {
-			if !p.tryCredit() {
-				return !p.closing.Load()
-			}
-		} else if !p.takeCredit() {
+		if !p.takeCredit() {
 			return false
 		}
 		if !p.readChunk() {
@@ -593,8 +614,8 @@ func (p *Process) readChunk() bool {
 	return true
 }
 
-// probe looks at the foreground group and the leader. The look comes after
-// a drain; a read after the look that finds nothing proves that every byte
+// probe looks at the foreground group and the leader. A read after the
+// look that finds nothing proves that every byte
 // written before the look has been delivered (reading flushes the kernel's
 // pending buffer work first, n_tty_read). Output found by that read is
 // delivered and the look taken again, a few times.
