@@ -70,4 +70,3 @@ func BenchmarkHostEcho(b *testing.B) {
 		}
 	}
 }
-

@@ -623,15 +623,14 @@ func (p *Process) probe(tag any, wait bool) (*Probe, bool) {
 	for again := 0; ; again++ {
 		pr := &Probe{Proc: p, Tag: tag}
 		p.look(pr, wait)
-		if pr.InputPending || pr.Err != nil {
-			return pr, true // inconclusive whatever the output
-		}
 		if !p.tryCredit() {
 			return pr, !p.closing.Load() // output still held by the receiver
 		}
 		if !p.readChunk() {
 			p.returnCredit()
-			pr.Drained = true
+			// Inconclusive looks (input pending, an error) prove nothing
+			// about the output either.
+			pr.Drained = !pr.InputPending && pr.Err == nil
 			return pr, true
 		}
 		if again == 2 {

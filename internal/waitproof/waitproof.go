@@ -68,6 +68,10 @@ func New(send func(any)) *Tracker { return &Tracker{send: send} }
 
 // Start begins an episode on proc: looks start after First.
 func (t *Tracker) Start(proc *ptyproc.Process) {
+	if t.proc != proc {
+		// Silence counts from the process's first episode, not from zero.
+		t.lastOutput = time.Now()
+	}
 	t.proc = proc
 	t.active = true
 	t.delay = First
