@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -878,13 +879,13 @@ func (a *Actor) render(c *call, r *Result, trailer []string) Result {
 	}
 	if !c.before.empty() {
 		b.WriteString("[output since the previous call]\n")
-		writeBlock(&b, c.before.text())
+		writeBlock(&b, tidyJobNotices(c.before.text()))
 		if c.before.dropped > 0 {
 			fmt.Fprintf(&b, "[%d more %s of it not kept]\n", c.before.dropped, bytesWere(c.before.dropped))
 		}
 		b.WriteString("[end of output since the previous call]\n")
 	}
-	b.WriteString(c.out.text())
+	b.WriteString(tidyJobNotices(c.out.text()))
 	if c.out.dropped > 0 {
 		r.ClippedBytes = c.out.dropped
 		trailer = append([]string{fmt.Sprintf(
@@ -899,6 +900,18 @@ func (a *Actor) render(c *call, r *Result, trailer []string) Result {
 	}
 	r.Text = b.String()
 	return *r
+}
+
+// jobNotice is a line of bash's own about a job ("[1]+  Done  sleep 1")
+// that ends in the "\r" bash adds when it reports at once (set -b).
+var jobNotice = regexp.MustCompile(`(?m)^(\[\d+\][-+ ] +[A-Z][^\r\n]*)\r$`)
+
+// tidyJobNotices drops that "\r": the terminal's doing, not the job's.
+func tidyJobNotices(s string) string {
+	if !strings.Contains(s, "\r\n") {
+		return s
+	}
+	return jobNotice.ReplaceAllString(s, "$1")
 }
 
 func bytesWere(n int64) string {

@@ -30,15 +30,20 @@ func ParseArgs(raw []byte) (Args, error) {
 	if err := toolargs.Decode(ToolName, raw, &a, false, `{"command": "ls"}`); err != nil {
 		return a, err
 	}
+	if a.Command == "" {
+		// Blank text runs (as bash runs an empty line); a missing one is
+		// a mistake.
+		if !toolargs.Has(raw, "command") {
+			return a, errors.New(`bash: "command" is missing: give the command text to run, for example {"command": "ls"}`)
+		}
+	}
 	return a, a.Validate()
 }
 
 // Validate checks the arguments on their own (limits that depend on the
-// configuration are applied when the call runs).
+// configuration are applied when the call runs). Blank text is valid: it
+// runs nothing, with status 0.
 func (a Args) Validate() error {
-	if strings.TrimSpace(a.Command) == "" {
-		return errors.New(`bash: "command" is empty: give the command text to run`)
-	}
 	if i := strings.IndexByte(a.Command, 0); i >= 0 {
 		return fmt.Errorf(`bash: "command" contains a NUL byte at offset %d: bash cannot take NUL in command text`, i)
 	}

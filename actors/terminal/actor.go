@@ -195,6 +195,12 @@ func (a *Actor) start() {
 	// Later settings override earlier ones; built in one pass (a map), since
 	// a model may pass thousands of variables.
 	set := map[string]string{"TERM": "dumb"}
+	if !a.opts.Config.HostHistory {
+		set["HISTFILE"] = "" // no bash here loads or writes the host user's history
+	}
+	if !a.opts.Config.HostStartupFiles {
+		set["INPUTRC"] = "/dev/null"
+	}
 	var path string
 	var argv []string
 	if strings.TrimSpace(args.Command) == "" {
@@ -208,6 +214,9 @@ func (a *Actor) start() {
 		set["PROMPT_COMMAND"] = `printf '\036DST` + nonce + `:%s\036' $?`
 		set["PS1"] = `\$ `
 		path, argv = "bash", []string{"--norc", "--noprofile", "-i"}
+		if a.opts.Config.HostStartupFiles {
+			argv = []string{"-i"}
+		}
 		a.command = "bash"
 	} else {
 		path, argv = "bash", []string{"-c", args.Command}

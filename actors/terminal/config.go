@@ -31,6 +31,13 @@ type Config struct {
 	// SIGTERM, before the next signal; and how long terminal_close waits
 	// after SIGHUP before it kills.
 	KillGraceMs int64 `yaml:"killGraceMs"`
+	// HostHistory lets programs in terminals use the host user's bash
+	// history: off by default, HISTFILE is empty in their environment, so a
+	// bash in a terminal neither loads nor writes ~/.bash_history.
+	HostHistory bool `yaml:"hostHistory"`
+	// HostStartupFiles lets the default terminal bash read the host user's
+	// ~/.bashrc and ~/.inputrc: off by default (--norc, INPUTRC=/dev/null).
+	HostStartupFiles bool `yaml:"hostStartupFiles"`
 }
 
 // DefaultConfig returns the defaults.

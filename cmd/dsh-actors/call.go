@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	jsonv2 "github.com/go-json-experiment/json"
 	"io"
 	"sync"
 
@@ -154,13 +155,10 @@ func readLine(rd *bufio.Reader, limit int) (line []byte, tooLong bool, err error
 
 func parseCallLine(raw []byte) (callLine, error) {
 	var c callLine
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
+	// The same rules as tool arguments: exact names, each once, nothing
+	// unknown, one value per line.
+	if err := jsonv2.Unmarshal(raw, &c, jsonv2.RejectUnknownMembers(true)); err != nil {
 		return c, fmt.Errorf("not a JSON call object (%v); expected {\"agent\":\"a1\",\"tool\":\"bash\",\"args\":{...}}", err)
-	}
-	if dec.More() {
-		return c, errors.New("more than one JSON value on the line")
 	}
 	if c.Agent == "" {
 		return c, errors.New(`"agent" is missing`)

@@ -135,29 +135,6 @@ func TestZombie(t *testing.T) {
 	}
 }
 
-func TestParseSyscall(t *testing.T) {
-	got, ok := parseSyscall([]byte("0 0x3 0x7ffd5e1c2a10 0x20000 0x0 0x7f 0xffffffffffffffff 0x7ffd5e1c29f8 0x7f1e2b4e1a5d\n"))
-	if !ok {
-		t.Fatal("a blocked read was not parsed")
-	}
-	want := syscallState{nr: 0, args: [6]uint64{3, 0x7ffd5e1c2a10, 0x20000, 0, 0x7f, 0xffffffffffffffff}}
-	if got != want {
-		t.Errorf("got %+v, want %+v", got, want)
-	}
-	for _, line := range []string{
-		"running\n",
-		"-1 0x7ffd5e1c29f8 0x7f1e2b4e1a5d\n", // blocked, not in a system call
-		"",
-		"0 0x3 0x7ffd 0x20000\n", // too short
-		"x 0x3 0x7ffd 0x20000 0x0 0x0 0x0 0x1 0x2\n", // number not a number
-		"0 0x3 0xzz 0x20000 0x0 0x0 0x0 0x1 0x2\n",   // argument not hex
-	} {
-		if s, ok := parseSyscall([]byte(line)); ok {
-			t.Errorf("parseSyscall(%q) = %+v, want not ok", line, s)
-		}
-	}
-}
-
 func TestWaitStateString(t *testing.T) {
 	for s, want := range map[WaitState]string{
 		NotWaiting:    "not_waiting",

@@ -109,18 +109,18 @@ func taskWait(p Proc, tty terminal) (w Wait, waitsForChild bool) {
 		if err != nil {
 			continue
 		}
-		call, ok := parseSyscall(raw)
-		if !ok {
+		call, err := ParseSyscall(raw)
+		if err != nil || !call.Blocked() {
 			continue // running, or not in a system call
 		}
-		kind, known := syscallKinds[call.nr]
+		kind, known := syscallKinds[call.Nr]
 		if !known {
 			continue
 		}
 		var state WaitState
 		switch kind {
 		case kindRead:
-			if tty.is(p, base, int(call.args[0])) {
+			if tty.is(p, base, int(call.Args[0])) {
 				state = WaitingInput
 			}
 		case kindSelect:
@@ -128,7 +128,7 @@ func taskWait(p Proc, tty terminal) (w Wait, waitsForChild bool) {
 		case kindPoll:
 			state = shortTimeout(p, call, pollWatchesTTY(p, base, call, tty))
 		case kindEpoll:
-			if epollWatchesTTY(p, base, int(call.args[0]), tty) {
+			if epollWatchesTTY(p, base, int(call.Args[0]), tty) {
 				state = WaitUnknown
 			}
 		case kindWaitChild:
@@ -173,33 +173,6 @@ var syscallNames = map[syscallKind]string{
 	kindWaitChild: "wait4",
 }
 
-type syscallState struct {
-	nr   int
-	args [6]uint64
-}
-
-// parseSyscall parses /proc/PID/task/TID/syscall: "nr a0 a1 a2 a3 a4 a5 sp pc"
-// while blocked in a system call, "running", or "-1 sp pc" when blocked
-// elsewhere.
-func parseSyscall(b []byte) (syscallState, bool) {
-	fields := strings.Fields(string(b))
-	if len(fields) < 7 {
-		return syscallState{}, false
-	}
-	nr, err := strconv.Atoi(fields[0])
-	if err != nil || nr < 0 {
-		return syscallState{}, false
-	}
-	s := syscallState{nr: nr}
-	for i := 0; i < 6; i++ {
-		v, err := strconv.ParseUint(strings.TrimPrefix(fields[i+1], "0x"), 16, 64)
-		if err != nil {
-			return syscallState{}, false
-		}
-		s.args[i] = v
-	}
-	return s, true
-}
 
 // terminal is the terminal asked about: its slave's path and device number.
 type terminal struct {
@@ -235,15 +208,15 @@ const pollingTimeout = time.Second
 
 // shortTimeout turns WaitingInput into WaitUnknown when the call's timeout
 // is shorter than pollingTimeout.
-func shortTimeout(p Proc, call syscallState, state WaitState) WaitState {
+func shortTimeout(p Proc, call Syscall, state WaitState) WaitState {
 	if state != WaitingInput {
 		return state
 	}
-	t, ok := timeoutArgs[call.nr]
+	t, ok := timeoutArgs[call.Nr]
 	if !ok {
 		return state
 	}
-	arg := call.args[t.arg]
+	arg := call.Args[t.arg]
 	var d time.Duration
 	switch t.style {
 	case millis:
@@ -290,9 +263,9 @@ type timeoutArg struct {
 const maxWatchedFDs = 4096
 
 // selectWatchesTTY reads the read set of select/pselect6(nfds, readfds, ...).
-func selectWatchesTTY(p Proc, base string, call syscallState, tty terminal) WaitState {
-	nfds := int(call.args[0])
-	addr := call.args[1]
+func selectWatchesTTY(p Proc, base string, call Syscall, tty terminal) WaitState {
+	nfds := int(call.Args[0])
+	addr := call.Args[1]
 	if nfds <= 0 || addr == 0 {
 		return NotWaiting
 	}
@@ -314,9 +287,9 @@ func selectWatchesTTY(p Proc, base string, call syscallState, tty terminal) Wait
 }
 
 // pollWatchesTTY reads the pollfd array of poll/ppoll(fds, nfds, ...).
-func pollWatchesTTY(p Proc, base string, call syscallState, tty terminal) WaitState {
-	addr := call.args[0]
-	nfds := int(call.args[1])
+func pollWatchesTTY(p Proc, base string, call Syscall, tty terminal) WaitState {
+	addr := call.Args[0]
+	nfds := int(call.Args[1])
 	if nfds <= 0 || addr == 0 {
 		return NotWaiting
 	}

@@ -57,6 +57,9 @@ func Decode(tool string, raw []byte, v any, allowEmpty bool, example string) err
 		if fixed, ok := integralNumbers(trimmed); ok && decodeStrict(fixed, v) == nil {
 			return nil
 		}
+		if n, ok := wholeNumber(trimmed, typeErr.Field); ok && isInteger(typeErr.Type) {
+			return fmt.Errorf("%s: invalid arguments: %q is %s, which is out of range for it (at most %s)", tool, typeErr.Field, n, maxOf(typeErr.Type))
+		}
 		return fmt.Errorf("%s: invalid arguments: %q must be %s, not %s", tool, typeErr.Field, kindOf(typeErr.Type), typeErr.Value)
 	}
 	if err != nil {
@@ -163,6 +166,66 @@ func integralNumbers(b []byte) ([]byte, bool) {
 	}
 	out, err := json.Marshal(m)
 	return out, err == nil
+}
+
+// Has reports whether the arguments raw (as Decode takes them) hold key.
+func Has(raw []byte, key string) bool {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) > 0 && trimmed[0] == '"' {
+		var inner string
+		if json.Unmarshal(trimmed, &inner) == nil {
+			trimmed = []byte(inner)
+		}
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(trimmed, &m) != nil {
+		return false
+	}
+	_, ok := m[key]
+	return ok
+}
+
+// wholeNumber returns field's value in the object b when it is a whole
+// number, however it is written (1e30, 5.0, 12).
+func wholeNumber(b []byte, field string) (string, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return "", false
+	}
+	raw, ok := m[field]
+	if !ok {
+		return "", false
+	}
+	f, _, err := big.ParseFloat(strings.TrimSpace(string(raw)), 10, 256, big.ToNearestEven)
+	if err != nil || !f.IsInt() {
+		return "", false
+	}
+	return strings.TrimSpace(string(raw)), true
+}
+
+func isInteger(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
+}
+
+// maxOf is the largest value of an integer type.
+func maxOf(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	bits := t.Bits()
+	switch t.Kind() {
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), uint(bits)), big.NewInt(1)).String()
+	}
+	return new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), uint(bits-1)), big.NewInt(1)).String()
 }
 
 // kindOf names a Go type the way a JSON user thinks of it.
