@@ -173,7 +173,6 @@ var syscallNames = map[syscallKind]string{
 	kindWaitChild: "wait4",
 }
 
-
 // terminal is the terminal asked about: its slave's path and device number.
 type terminal struct {
 	path string
