@@ -879,18 +879,20 @@ func (a *Actor) render(c *call, r *Result, trailer []string) Result {
 	}
 	if !c.before.empty() {
 		b.WriteString("[output since the previous call]\n")
-		writeBlock(&b, tidyJobNotices(c.before.text()))
+		before := tidyJobNotices(c.before.text())
+		writeBlock(&b, before)
 		if c.before.dropped > 0 {
-			fmt.Fprintf(&b, "[%d more %s of it not kept]\n", c.before.dropped, bytesWere(c.before.dropped))
+			fmt.Fprintf(&b, "[%d more %s not kept%s]\n", c.before.dropped, bytesWere(c.before.dropped, true), cutNote(before))
 		}
 		b.WriteString("[end of output since the previous call]\n")
 	}
-	b.WriteString(tidyJobNotices(c.out.text()))
+	out := tidyJobNotices(c.out.text())
+	b.WriteString(out)
 	if c.out.dropped > 0 {
 		r.ClippedBytes = c.out.dropped
 		trailer = append([]string{fmt.Sprintf(
-			"[output clipped: only the first %d characters are shown; %d more %s not kept]",
-			a.opts.Config.MaxOutputChars, c.out.dropped, bytesWere(c.out.dropped))}, trailer...)
+			"[output clipped: only the first %d characters are shown%s; %d more %s not kept]",
+			a.opts.Config.MaxOutputChars, cutNote(out), c.out.dropped, bytesWere(c.out.dropped, false))}, trailer...)
 	}
 	if len(trailer) > 0 {
 		if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
@@ -914,11 +916,26 @@ func tidyJobNotices(s string) string {
 	return jobNotice.ReplaceAllString(s, "$1")
 }
 
-func bytesWere(n int64) string {
-	if n == 1 {
-		return "byte was"
+// cutNote says, in a notice that follows kept text, that the text stops in
+// the middle of a line (the newline before the notice is not the output's).
+func cutNote(kept string) string {
+	if kept != "" && !strings.HasSuffix(kept, "\n") {
+		return ", the last line cut"
 	}
-	return "bytes were"
+	return ""
+}
+
+// bytesWere is "bytes were", or "byte was" for one; with ofIt, "bytes of
+// it were".
+func bytesWere(n int64, ofIt bool) string {
+	noun, verb := "bytes", "were"
+	if n == 1 {
+		noun, verb = "byte", "was"
+	}
+	if ofIt {
+		return noun + " of it " + verb
+	}
+	return noun + " " + verb
 }
 
 func writeBlock(b *strings.Builder, s string) {

@@ -1,0 +1,208 @@
+package shell_test
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/dsh-actors/dsh-actors/config"
+)
+
+// Every byte bash writes to its terminal is in exactly one result, in the
+// order written, or counted in a "not kept" notice where it was dropped.
+//
+// A background job prints numbered lines as fast as the terminal takes them
+// while calls run; small output caps make both the output since the
+// previous call and a call's own output get clipped. The results, read in
+// order with their notices as gaps, must give back the stream: every line
+// once, in order, and the notices' byte counts exactly what is missing.
+func TestEveryByteIsAccountedFor(t *testing.T) {
+	for _, limit := range []int{1500, 16000} {
+		t.Run(fmt.Sprintf("maxOutputChars=%d", limit), func(t *testing.T) {
+			h := newHost(t, func(c *config.Config) { c.Bash.MaxOutputChars = limit })
+			const lines, calls = 40000, 40
+			// No job control: bash prints no notice when the writer ends, so
+			// the stream is the writer's lines, the calls' own and the one
+			// "[1] PID" bash prints when it starts the writer.
+			var results []string
+			run := func(command string) {
+				res := bash(t, h, "f", command)
+				if exitCode(res) != "0" {
+					t.Fatalf("%q: %q %+v", command, res.Text, res)
+				}
+				results = append(results, res.Text)
+			}
+			run(fmt.Sprintf(`set +m; (for ((i=1;i<=%d;i++)); do printf "L%%07d\n" $i; done) &`, lines))
+			for k := 1; k <= calls; k++ {
+				cmd := fmt.Sprintf("echo mine%03d", k)
+				if k%3 == 0 {
+					cmd += "; sleep 0.01" // let more pile up before the next call
+				}
+				if k%7 == 0 {
+					cmd = "seq -f 'S%07g' 1 300; " + cmd // own output long enough to be clipped
+				}
+				run(cmd)
+			}
+			run("wait; echo end")
+			checkAccounting(t, results, lines, calls)
+		})
+	}
+}
+
+var (
+	lineL      = regexp.MustCompile(`^L(\d{7})$`)
+	lineMine   = regexp.MustCompile(`^mine(\d{3})$`)
+	lineSeq    = regexp.MustCompile(`^S(\d{7})$`)
+	lineJob    = regexp.MustCompile(`^\[1\] \d+$`) // bash's own line when the writer starts
+	beforeGap  = regexp.MustCompile(`^\[(\d+) more bytes? of it (?:were|was) not kept(, the last line cut)?\]$`)
+	clipNotice = regexp.MustCompile(`^\[output clipped: only the first \d+ characters are shown(, the last line cut)?; (\d+) more bytes? (?:were|was) not kept\]$`)
+)
+
+// piece is a stretch of the reconstructed stream: text, or a gap of n
+// bytes that a notice says were not kept.
+type piece struct {
+	text string
+	gap  int
+}
+
+func checkAccounting(t *testing.T, results []string, lines, calls int) {
+	t.Helper()
+	var stream []piece
+	add := func(text string, gapLine string, gap *regexp.Regexp) {
+		if gapLine == "" {
+			stream = append(stream, piece{text: text})
+			return
+		}
+		m := gap.FindStringSubmatch(gapLine)
+		n, cut := 0, false
+		for _, g := range m[1:] {
+			if strings.HasPrefix(g, ",") {
+				cut = true
+			} else if g != "" {
+				n, _ = strconv.Atoi(g)
+			}
+		}
+		// The notice starts a line of its own: when it says the last line
+		// is cut, the newline before it is the renderer's, not the stream's.
+		if cut {
+			text = strings.TrimSuffix(text, "\n")
+		}
+		stream = append(stream, piece{text: text}, piece{gap: n})
+	}
+	mineIn := map[int]int{} // mine number -> result index
+	for r, text := range results {
+		if rest, ok := strings.CutPrefix(text, "[output since the previous call]\n"); ok {
+			block, after, found := strings.Cut(rest, "[end of output since the previous call]\n")
+			if !found {
+				t.Fatalf("result %d: before-block not closed: %q", r, text)
+			}
+			notice := ""
+			if i := strings.LastIndex(strings.TrimSuffix(block, "\n"), "\n"); i >= 0 && beforeGap.MatchString(strings.TrimSuffix(block[i+1:], "\n")) {
+				notice, block = strings.TrimSuffix(block[i+1:], "\n"), block[:i+1]
+			} else if beforeGap.MatchString(strings.TrimSuffix(block, "\n")) {
+				notice, block = strings.TrimSuffix(block, "\n"), ""
+			}
+			add(block, notice, beforeGap)
+			text = after
+		}
+		own, notice := text, ""
+		if i := strings.LastIndex(own, "\n[output clipped: "); i >= 0 {
+			own, notice = own[:i+1], own[i+1:]
+		} else if strings.HasPrefix(own, "[output clipped: ") {
+			own, notice = "", own
+		}
+		if notice != "" && !clipNotice.MatchString(notice) {
+			t.Fatalf("result %d: trailer %q", r, notice)
+		}
+		add(own, notice, clipNotice)
+		for _, l := range strings.Split(own, "\n") {
+			if m := lineMine.FindStringSubmatch(l); m != nil {
+				k, _ := strconv.Atoi(m[1])
+				if prev, dup := mineIn[k]; dup {
+					t.Errorf("mine%03d in results %d and %d", k, prev, r)
+				}
+				mineIn[k] = r
+			}
+		}
+	}
+	// Each call's own line is in its own result, unless its output was
+	// clipped (its bytes are then in that result's gap).
+	for k := 1; k <= calls; k++ {
+		if r, ok := mineIn[k]; ok && r != k {
+			t.Errorf("mine%d is in result %d, not %d", k, r, k)
+		} else if !ok && !strings.Contains(results[k], "[output clipped") {
+			t.Errorf("mine%d is missing and result %d is not clipped: %q", k, k, results[k])
+		}
+	}
+
+	// Walk the stream: the writer's lines in order; across a gap the
+	// numbers may jump, and the gap must be exactly the bytes missing.
+	text := ""
+	var gaps []struct{ at, n int }
+	for _, p := range stream {
+		if p.gap > 0 {
+			gaps = append(gaps, struct{ at, n int }{len(text), p.gap})
+		} else {
+			text += p.text
+		}
+	}
+	want := 0
+	for i := 1; i <= lines; i++ {
+		want += len(fmt.Sprintf("L%07d\n", i))
+	}
+	for k := 1; k <= calls; k++ {
+		want += len(fmt.Sprintf("mine%03d\n", k))
+		if k%7 == 0 {
+			want += 300 * len("S0000001\n")
+		}
+	}
+	want += len("end\n")
+	for _, l := range strings.Split(text, "\n") {
+		if lineJob.MatchString(l) {
+			want += len(l) + 1
+		}
+	}
+	got := len(text)
+	for _, g := range gaps {
+		got += g.n
+	}
+	if got != want {
+		if d := os.Getenv("ACCOUNTING_DUMP"); d != "" {
+			_ = os.WriteFile(d, []byte(strings.Join(results, "\n=====RESULT=====\n")), 0o600)
+		}
+		t.Errorf("kept %d bytes and notices count %d more: %d in all, but %d were written", len(text), got-len(text), got, want)
+	}
+	// Order: between gaps the writer's numbers grow by exactly one; the
+	// first after a gap only grows. Lines cut by a gap are fragments at a
+	// region's edges; every other line is a call's own.
+	last, start := 0, 0
+	for r, g := range append(gaps, struct{ at, n int }{len(text), 0}) {
+		parts := strings.Split(text[start:g.at], "\n")
+		jump := r > 0
+		for j, l := range parts {
+			if m := lineL.FindStringSubmatch(l); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				if (jump && n <= last) || (!jump && n != last+1) {
+					t.Errorf("L%07d after L%07d (region %d, gap before it: %v)", n, last, r, jump)
+				}
+				last, jump = n, false
+				continue
+			}
+			edge := (j == 0 && r > 0) || j == len(parts)-1
+			if !wholeLine(l) && !edge {
+				t.Errorf("unexpected line %q in region %d", l, r)
+			}
+		}
+		start = g.at
+	}
+	if len(gaps) == 0 && last != lines {
+		t.Errorf("the last writer line seen is %d of %d", last, lines)
+	}
+}
+
+func wholeLine(l string) bool {
+	return lineL.MatchString(l) || lineMine.MatchString(l) || lineSeq.MatchString(l) || lineJob.MatchString(l) || l == "end" || l == ""
+}
