@@ -475,13 +475,15 @@ func TestNoFalseWaitUnderLoad(t *testing.T) {
 func TestBadArgumentsAreErrorsNamingTheProblem(t *testing.T) {
 	h := newHost(t, nil)
 	cases := []struct{ args, want string }{
-		{`{}`, `"command" is empty`},
-		{`{"command": "  "}`, `"command" is empty`},
+		{`{}`, `"command" is missing`},
+		{`{"timeout_ms": 5}`, `"command" is missing`},
 		{`{"command": "ls", "timeout": 5}`, `unknown field "timeout"`},
 		{`{"command": 5}`, `"command" must be a string, not number`},
 		{`{"command": "ls", "COMMAND": "x"}`, `unknown field "COMMAND" (did you mean "command"?)`},
 		{`{"command": "sleep 1", "timeout_ms": 2.5}`, `"timeout_ms" must be a whole number`},
 		{`{"command": "ls", "timeout_ms": -1}`, `"timeout_ms" is -1`},
+		{`{"command": "ls", "timeout_ms": 1e30}`, `"timeout_ms" is 1e30, which is out of range for it (at most 9223372036854775807)`},
+		{`{"command": "ls", "command": "pwd"}`, `field "command" appears twice`},
 		{`{"command": "a\u0000b"}`, "NUL byte at offset 1"},
 		{`not json`, "invalid arguments"},
 		{``, "arguments missing"},

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"io"
 	"sync"
 
@@ -158,6 +159,10 @@ func parseCallLine(raw []byte) (callLine, error) {
 	// The same rules as tool arguments: exact names, each once, nothing
 	// unknown, one value per line.
 	if err := jsonv2.Unmarshal(raw, &c, jsonv2.RejectUnknownMembers(true)); err != nil {
+		var se *jsontext.SyntacticError
+		if errors.As(err, &se) && errors.Is(se.Err, jsontext.ErrDuplicateName) {
+			return c, fmt.Errorf("field %q appears twice (each of agent, tool, args and id may be given once)", se.JSONPointer.LastToken())
+		}
 		return c, fmt.Errorf("not a JSON call object (%v); expected {\"agent\":\"a1\",\"tool\":\"bash\",\"args\":{...}}", err)
 	}
 	if c.Agent == "" {
