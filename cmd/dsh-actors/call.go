@@ -160,8 +160,12 @@ func parseCallLine(raw []byte) (callLine, error) {
 	// unknown, one value per line.
 	if err := jsonv2.Unmarshal(raw, &c, jsonv2.RejectUnknownMembers(true)); err != nil {
 		var se *jsontext.SyntacticError
-		if errors.As(err, &se) && errors.Is(se.Err, jsontext.ErrDuplicateName) {
+		var me *jsonv2.SemanticError
+		switch {
+		case errors.As(err, &se) && errors.Is(se.Err, jsontext.ErrDuplicateName):
 			return c, fmt.Errorf("field %q appears twice (each of agent, tool, args and id may be given once)", se.JSONPointer.LastToken())
+		case errors.As(err, &me) && errors.Is(err, jsonv2.ErrUnknownName):
+			return c, fmt.Errorf("unknown field %q (a call line has agent, tool, args and id)", me.JSONPointer.LastToken())
 		}
 		return c, fmt.Errorf("not a JSON call object (%v); expected {\"agent\":\"a1\",\"tool\":\"bash\",\"args\":{...}}", err)
 	}
