@@ -366,7 +366,7 @@ func (a *Actor) text() {
 }
 
 func (a *Actor) query(forCall bool) {
-	ex := a.write(stepQuery, a.proto.queryLine())
+	ex := a.write(stepQuery, a.proto.queryLine(a.bash.ps2Foreign))
 	ex.forCall = forCall
 }
 
@@ -501,6 +501,9 @@ func (a *Actor) marker(ctx actor.Context, m marker) {
 	}
 	switch m.kind {
 	case markPS1:
+		if b := a.bash; b.seqKnown && (m.seq < b.seq || m.seq > b.seq+uint64(max(ex.lines, 1))) {
+			return // a command number bash cannot be at: not bash's
+		}
 		ex.ps1 = append(ex.ps1, m)
 		ex.last = markPS1
 	case markPS2:

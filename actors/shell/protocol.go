@@ -151,15 +151,23 @@ var inputrcPath = sync.OnceValues(func() (string, error) {
 // E is "e" when stderr, where bash prints its prompt, is not the terminal;
 // prompt is what the PS1 in force when the line started expands to (RS
 // replaced, cut to maxPromptText), which bash printed after the command.
-func (p protocol) queryLine() []byte {
+func (p protocol) queryLine(afterEval bool) []byte {
 	v := "__dsh_" + p.nonce
 	ours := func(name, value string) string {
 		return fmt.Sprintf(`[[ -v %[1]s && ${%[1]s@a} == *r* ]] || %[1]s=%[2]s; `, name, ansiC(value))
 	}
 	var b strings.Builder
 	// The group runs with stderr on /dev/null, so that xtrace shows none of
-	// it; the real stderr is tested through a copy made first.
-	fmt.Fprintf(&b, ` { %[1]s_s=$? %[1]s_p=${PS1-} %[1]s_e=; [[ /dev/fd/$%[1]s_fd -ef %[2]s ]] || %[1]s_e=e; `, v, p.tty)
+	// it; the real stderr is tested through a copy made first. After text
+	// typed as an eval, the line starts with an assignment instead (shown by
+	// xtrace): bash 5.2 takes a "{" that starts the line after an eval that
+	// met an unterminated quote for a syntax error.
+	if afterEval {
+		fmt.Fprintf(&b, ` %[1]s_s=$?; {`, v)
+	} else {
+		fmt.Fprintf(&b, ` { %[1]s_s=$?`, v)
+	}
+	fmt.Fprintf(&b, ` %[1]s_p=${PS1-} %[1]s_e=; [[ /dev/fd/$%[1]s_fd -ef %[2]s ]] || %[1]s_e=e; `, v, p.tty)
 	fmt.Fprintf(&b, `%[1]s_p=${%[1]s_p@P}; %[1]s_p=${%[1]s_p//$'\036'/?}; %[1]s_p=${%[1]s_p:0:%[2]d}; `, v, maxPromptText)
 	b.WriteString(ours("PS1", p.ps1))
 	b.WriteString(ours("PS2", p.ps2))

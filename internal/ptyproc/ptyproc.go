@@ -220,6 +220,9 @@ type Process struct {
 	bytesWritten atomic.Int64
 	// tree is what Close kills: the session, and what left it with the mark.
 	tree procfs.Tree
+	// modes are the terminal modes set at start, which RestoreModes puts
+	// back.
+	modes unix.Termios
 }
 
 // MarkVariable is set in the environment of every program started here, and
@@ -263,7 +266,8 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 		return nil, fmt.Errorf("ptyproc: opening a pseudo-terminal: %w", err)
 	}
 	ttyName := tty.Name()
-	if err := setupTTY(tty, opts); err != nil {
+	modes, err := setupTTY(tty, opts)
+	if err != nil {
 		master.Close()
 		tty.Close()
 		return nil, err
@@ -326,6 +330,7 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 		writeWake: make(chan struct{}, 1),
 		wake:      make(chan struct{}, 1),
 		exited:    make(chan struct{}),
+		modes:     modes,
 	}
 	for i := 0; i < Credits; i++ {
 		p.credits <- struct{}{}
@@ -338,15 +343,15 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 	return p, nil
 }
 
-func setupTTY(tty *os.File, opts Options) error {
+func setupTTY(tty *os.File, opts Options) (unix.Termios, error) {
 	fd := int(tty.Fd())
 	t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
 	if err != nil {
-		return fmt.Errorf("ptyproc: reading terminal modes: %w", err)
+		return unix.Termios{}, fmt.Errorf("ptyproc: reading terminal modes: %w", err)
 	}
 	applyModes(t, opts)
 	if err := unix.IoctlSetTermios(fd, unix.TCSETS, t); err != nil {
-		return fmt.Errorf("ptyproc: setting terminal modes: %w", err)
+		return unix.Termios{}, fmt.Errorf("ptyproc: setting terminal modes: %w", err)
 	}
 	cols, rows := opts.Cols, opts.Rows
 	if cols == 0 {
@@ -356,9 +361,9 @@ func setupTTY(tty *os.File, opts Options) error {
 		rows = 24
 	}
 	if err := unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Col: cols, Row: rows}); err != nil {
-		return fmt.Errorf("ptyproc: setting window size: %w", err)
+		return unix.Termios{}, fmt.Errorf("ptyproc: setting window size: %w", err)
 	}
-	return nil
+	return *t, nil
 }
 
 // applyModes sets the modes that Options choose.
@@ -801,11 +806,11 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	return unix.Kill(-pgrp, sig)
 }
 
-// RestoreModes puts back the terminal modes the process was started with
-// (echo, output CRLF, canonical or literal input, signals) if a program
-// changed them, and reports whether it had to. A shell calls it before each
-// command, so a program that died in raw mode or ran `stty echo` cannot make
-// the shell echo its input or lose its line discipline.
+// RestoreModes puts back the terminal modes the process was started with,
+// all of them, if a program changed them, and reports whether it had to. A
+// shell calls it before each command, so a program that died in raw mode or
+// ran `stty echo` or `stty olcuc` cannot make the shell echo its input, lose
+// its line discipline or change the next command's output.
 func (p *Process) RestoreModes() (bool, error) {
 	changed := false
 	err := p.control(func(fd int) error {
@@ -813,13 +818,11 @@ func (p *Process) RestoreModes() (bool, error) {
 		if err != nil {
 			return err
 		}
-		want := *t
-		applyModes(&want, p.opts)
-		if want == *t {
+		if *t == p.modes {
 			return nil
 		}
 		changed = true
-		return unix.IoctlSetTermios(fd, unix.TCSETS, &want)
+		return unix.IoctlSetTermios(fd, unix.TCSETS, &p.modes)
 	})
 	return changed, err
 }
