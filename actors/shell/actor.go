@@ -346,7 +346,7 @@ func (a *Actor) write(s step, data []byte) *exchange {
 }
 
 func (a *Actor) startLine(i int) {
-	ex := a.write(stepStart, a.proto.initLines(a.bash.learn)[i])
+	ex := a.write(stepStart, a.proto.initLines(a.bash.learn, a.opts.Config.HostHistory)[i])
 	ex.startLine = i
 	a.armStep(startTimeout)
 }
@@ -626,7 +626,7 @@ func (a *Actor) startProbe(ctx actor.Context, p *ptyproc.Probe) {
 		}
 		return
 	}
-	lines := a.proto.initLines(a.bash.learn)
+	lines := a.proto.initLines(a.bash.learn, a.opts.Config.HostHistory)
 	switch l := p.Leader; {
 	case ex.startLine == 0 && a.bash.learn:
 		if l.Nr != sysPselect6 {
@@ -732,6 +732,9 @@ func (a *Actor) textDone(ctx actor.Context) {
 	r := Result{FreshShell: c.fresh}
 	var trailer []string
 	switch {
+	case !ran && blank(c.args.Command):
+		zero := 0
+		r.ExitCode = &zero
 	case ran || last.status != 0:
 		st := last.status
 		r.ExitCode = &st
@@ -745,9 +748,6 @@ func (a *Actor) textDone(ctx actor.Context) {
 					"so nothing of it ran]"}, trailer...)
 			}
 		}
-	case blank(c.args.Command):
-		zero := 0
-		r.ExitCode = &zero
 	default:
 		r.NotRun = true
 		trailer = append(trailer, "[bash did not run this command (see its message above)]")

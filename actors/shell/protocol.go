@@ -105,14 +105,22 @@ func ansiC(s string) string {
 // (bash would otherwise act on "!" in typed text); its prompt gives bash's
 // plain input read. Where the readline layout of this bash binary is not
 // known yet (see layouts), that line also turns readline on, to learn how
-// its prompt read looks, and a second line turns it off again. Both forget
-// themselves from the history.
-func (p protocol) initLines(learnReadline bool) [][]byte {
-	first := " PS1=" + ansiC(p.ps1) + " PS2=" + ansiC(p.ps2) + "; set +H"
-	if !learnReadline {
-		return [][]byte{[]byte(first + "; history -c\n")}
+// its prompt read looks, and a second line turns it off again. Both take
+// themselves out of the history.
+func (p protocol) initLines(learnReadline, keepHistory bool) [][]byte {
+	// Each line takes itself out of the history: with the host user's
+	// history loaded, only itself; otherwise all of it.
+	forget, lead := "; history -c", " "
+	if keepHistory {
+		// Without the leading space, so that HISTCONTROL=ignorespace
+		// cannot keep the line out, and the entry deleted is the line.
+		forget, lead = "; history -d -1", ""
 	}
-	return [][]byte{[]byte(first + "; set -o emacs\n"), []byte(" set +o emacs; history -c\n")}
+	first := lead + "PS1=" + ansiC(p.ps1) + " PS2=" + ansiC(p.ps2) + "; set +H"
+	if !learnReadline {
+		return [][]byte{[]byte(first + forget + "\n")}
+	}
+	return [][]byte{[]byte(first + "; set -o emacs" + forget + "\n"), []byte(lead + "set +o emacs" + forget + "\n")}
 }
 
 // inputrc is the readline configuration an agent shell gets (unless the

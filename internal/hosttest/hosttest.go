@@ -12,8 +12,9 @@ import (
 )
 
 // Start starts a host with the default configuration changed by tweak (nil:
-// no change) and opts (its Config and Env are set here). t.Cleanup stops it
-// and runs the checks.
+// no change) and opts (its Config is set here, and a process mark added to
+// its Env, the test's environment when nil). t.Cleanup stops it and runs the
+// checks.
 func Start(t testing.TB, tweak func(*config.Config), opts host.Options) *host.Host {
 	t.Helper()
 	mark := testkit.ProcessMark(t)
@@ -28,7 +29,10 @@ func Start(t testing.TB, tweak func(*config.Config), opts host.Options) *host.Ho
 		tweak(&cfg)
 	}
 	opts.Config = &cfg
-	opts.Env = append(os.Environ(), mark)
+	if opts.Env == nil {
+		opts.Env = os.Environ()
+	}
+	opts.Env = append(opts.Env[:len(opts.Env):len(opts.Env)], mark)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
