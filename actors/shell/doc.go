@@ -8,11 +8,33 @@
 //
 // # The protocol with bash
 //
-// See protocol.go: commands go in as one escaped line, and a per-shell nonce
-// marker with the sequence number and $? comes back from a read-only
-// PROMPT_COMMAND, so a call is one round trip and nothing the command prints
-// can pass for the marker. The prompt function re-asserts PS1 and PS2 before
-// every prompt and hides itself from `set -x`.
+// See protocol.go. The command text is typed as it is, on a terminal in
+// literal input mode: one line as it is, several lines inside "{" and "}" so
+// that bash reads all of them before it runs any. bash prints the
+// completion marker itself, as its prompt (PS1): its command number, $? and
+// a check that PS2 is ours. Nothing of the protocol runs as a shell command
+// on the usual path, so a command that redefines or disables builtins, sets
+// traps, xtrace, readline modes or unsets variables meets its own commands
+// only.
+//
+// # Completion is proven, not announced
+//
+// Anyone can print a marker. One is taken only when a probe taken after
+// every byte before it was delivered (ptyproc.Probe) shows bash blocked in
+// one of its own input reads, learned at start-up (see promptSigs), with the
+// input read. A probe that finds a job in the foreground, or bash blocked in
+// anything else, voids the markers seen so far: a command printed them. One
+// line of text must give exactly one marker, with the command number before
+// or after it; more than that makes the status unknown, never the forger's.
+// A marker with a number bash cannot be at is dropped.
+//
+// When bash is back at its prompt with no marker of ours (a command changed
+// PS1, PS2, promptvars or stderr), a status query line reports $? and the
+// prompt state on the terminal itself and makes the prompts ours again where
+// it can; while PS1 cannot be made ours, every call ends with that query.
+// When PS2 cannot, text is typed as one eval line instead of a group. When
+// bash waits for the rest of an incomplete text, SIGINT cancels it, as Ctrl-C
+// would.
 //
 // # Results
 //
@@ -21,46 +43,51 @@
 //
 //   - "[exit code: N]" when the status is not zero;
 //   - "[output clipped: ...]" when more than maxOutputChars characters came;
-//     the beginning is kept, cut on a character boundary; invalid UTF-8
-//     becomes U+FFFD and NUL becomes U+2400;
+//     the beginning is kept, cut on a character boundary, and the notice
+//     says when it cut a line; invalid UTF-8 becomes U+FFFD and NUL U+2400;
 //   - "[shell exited: code N]", "[shell killed by signal: SIG]" or
 //     "[shell exited]" when bash itself ended, with a note that the next call
 //     starts a fresh shell;
 //   - a timeout note after timeoutMs (or the call's smaller timeout_ms): the
 //     partial output is kept, the whole session is killed, the next call
 //     starts fresh;
-//   - a waiting-for-input note when the foreground process is proven blocked
-//     reading the terminal (see internal/procfs) and no marker came: the call
-//     returns early with the output so far. The next call first interrupts
-//     that program (SIGINT, then end-of-file, then a fresh shell if it still
-//     waits) and says what it did.
+//   - a waiting-for-input note when a program is proven blocked reading the
+//     terminal (see internal/procfs) and no marker came: the call returns
+//     early with the output so far. The next call first stops that program
+//     (SIGINT, end-of-file, then SIGTERM and SIGKILL to the foreground job)
+//     and says what it did; only a program that survives all of it, or bash
+//     itself waiting, costs the shell.
 //
-// Output that background jobs print between calls is shown at the start of
-// the next result under "[output since the previous call]". Job-control
-// notices ("[1] 1234", "[1]+ Done ...") are bash's own output and are kept.
+// Output that background jobs print between calls opens the next result
+// under "[output since the previous call]", in whole lines (a line cut by the
+// start of the call goes on in the call's own output). Every byte is in
+// exactly one result, in order, or counted in a notice where it was dropped.
+// Job-control notices are bash's own output and are kept.
 //
 // # Messages
 //
 // Run (answered with a *messages.ToolResult to the sender) and Cancel come
 // from the agent. From its ptyproc.Process it gets *ptyproc.Output,
-// *ptyproc.Exited, *ptyproc.Probe and *ptyproc.OutputClosed; from its own
-// timers, tick messages. Any other message is logged as unexpected.
+// *ptyproc.Flushed, *ptyproc.Probe, *ptyproc.Exited and
+// *ptyproc.OutputClosed; from its own timers, tick messages. Any other
+// message is logged as unexpected.
 //
 // # Failure and restart
 //
-// A timeout, a cancelled call, a shell that exits and a program that will not
-// stop waiting for input all end the shell: the actor answers the call,
-// hands the process to the Reaper and panics with a *ResetError. Its
-// supervisor (the agent) restarts it in place; the calls still waiting in
-// its queue survive the restart, and the next one starts a fresh bash. Any
-// other panic answers the call in flight with an internal error.
+// A timeout, a cancelled call, a shell that exits, a program that cannot be
+// stopped and a protocol that cannot be repaired all end the shell: the
+// actor answers the call, hands the process to the Reaper and panics with a
+// *ResetError. Its supervisor (the agent) restarts it in place; the calls
+// still waiting in its queue survive the restart, and the next one starts a
+// fresh bash. Any other panic answers the call in flight with an internal
+// error.
 //
 // # Goroutines
 //
 // The actor starts none itself. Its ptyproc.Process runs a reader, a waiter
-// and a writer goroutine and one per /proc probe; the Reaper ends them in
-// the background when the shell is thrown away. Timers (probe backoff, call
-// timeout, interrupt steps) are time.AfterFunc timers, stopped when the call
-// ends or the shell is thrown away; one that fires late is recognised by its
-// call and sequence number and ignored.
+// and a writer goroutine; the Reaper ends them in the background when the
+// shell is thrown away. Timers (probe backoff, call timeout, interrupt and
+// start-up steps) are time.AfterFunc timers, stopped when the call ends or
+// the shell is thrown away; one that fires late is recognised by its number
+// and ignored.
 package shell

@@ -254,17 +254,7 @@ func TestBlankCommandsRun(t *testing.T) {
 // Agent shells and terminals neither read nor write the host user's
 // history, unless the configuration says so.
 func TestHostHistoryStaysPrivate(t *testing.T) {
-	home := t.TempDir()
-	histfile := filepath.Join(home, ".bash_history")
-	if err := os.WriteFile(histfile, []byte("echo SECRET-OF-THE-HOST\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"HOME=" + home}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HOME=") {
-			env = append(env, kv)
-		}
-	}
+	env, histfile := hostHome(t)
 	h := hosttest.Start(t, nil, host.Options{Env: env})
 	bash(t, h, "a", "echo agent-command-1")
 	if res := bash(t, h, "a", "history"); strings.Contains(res.Text, "SECRET") || !strings.Contains(res.Text, "agent-command-1") {
@@ -275,20 +265,43 @@ func TestHostHistoryStaysPrivate(t *testing.T) {
 	if !strings.Contains(text, "t1") {
 		t.Fatalf("terminal_open: %q", text)
 	}
-	call(t, h, "a", "terminal_send", `{"terminal_id":"t1","text":"history; echo terminal-command","keys":["Enter"]}`)
-	out, _, _ := call(t, h, "a", "terminal_send", `{"terminal_id":"t1","text":"exit","keys":["Enter"]}`)
-	if strings.Contains(out, "SECRET") {
+	out, _, _ := call(t, h, "a", "terminal_send", `{"terminal_id":"t1","text":"history; echo terminal-command","keys":["Enter"]}`)
+	if !strings.Contains(out, "terminal-command") {
+		t.Fatalf("terminal: %q", out)
+	}
+	out2, _, _ := call(t, h, "a", "terminal_send", `{"terminal_id":"t1","text":"exit","keys":["Enter"]}`)
+	if out += out2; strings.Contains(out, "SECRET") {
 		t.Fatalf("the terminal's bash read the host history: %q", out)
 	}
 	if b, err := os.ReadFile(histfile); err != nil || string(b) != "echo SECRET-OF-THE-HOST\n" {
 		t.Fatalf("the host history changed: %q %v", b, err)
 	}
 
-	// Allowed by the configuration, the shell sees it.
-	h2 := hosttest.Start(t, func(c *config.Config) { c.Bash.HostHistory = true }, host.Options{Env: env})
-	if res := bash(t, h2, "b", "history"); !strings.Contains(res.Text, "SECRET") {
+}
+
+// Allowed by the configuration, the shell sees the host user's history.
+func TestHostHistoryWhenAllowed(t *testing.T) {
+	env, _ := hostHome(t)
+	h := hosttest.Start(t, func(c *config.Config) { c.Bash.HostHistory = true }, host.Options{Env: env})
+	if res := bash(t, h, "b", "history"); !strings.Contains(res.Text, "SECRET") || strings.Contains(res.Text, "PS1") {
 		t.Fatalf("with hostHistory: %q", res.Text)
 	}
+}
+
+// hostHome is an environment whose HOME holds a bash history.
+func hostHome(t *testing.T) (env []string, histfile string) {
+	home := t.TempDir()
+	histfile = filepath.Join(home, ".bash_history")
+	if err := os.WriteFile(histfile, []byte("echo SECRET-OF-THE-HOST\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env = []string{"HOME=" + home}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HOME=") {
+			env = append(env, kv)
+		}
+	}
+	return env, histfile
 }
 
 // A missing command is an error; the Go API has no "missing", so blank

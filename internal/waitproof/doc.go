@@ -5,7 +5,7 @@
 //
 // # When to look
 //
-// A look (ptyproc.ProbeWait) costs a few reads of /proc. The first comes
+// A look (ptyproc.Process.Probe) costs a few reads of /proc. The first comes
 // soon after the episode starts (input was written), later ones back off
 // exponentially up to MaxInterval, and output resets the backoff: a program
 // that has just printed something (a prompt) is the one most likely to wait
