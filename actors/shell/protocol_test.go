@@ -188,3 +188,18 @@ func TestMissingBashIsAnError(t *testing.T) {
 }
 
 func streamOf(p protocol) *inband.Stream { return &inband.Stream{Scanner: p.scan} }
+
+func TestNoticesCountBytesInGoodEnglish(t *testing.T) {
+	for _, c := range []struct {
+		n    int64
+		ofIt bool
+		want string
+	}{{1, false, "byte was"}, {2, false, "bytes were"}, {1, true, "byte of it was"}, {0, true, "bytes of it were"}} {
+		if got := bytesWere(c.n, c.ofIt); got != c.want {
+			t.Errorf("%d %v: %q, want %q", c.n, c.ofIt, got, c.want)
+		}
+	}
+	if cutNote("ab\n") != "" || cutNote("") != "" || cutNote("ab") == "" {
+		t.Error("cutNote")
+	}
+}

@@ -80,6 +80,8 @@ func TestCallReportsBadLinesAndGoesOn(t *testing.T) {
 		`{"agent":"a1","tool":"bash","args":{"command":"ls"},"extra":1}`,
 		`{"agent":"a1","tool":"bash","args":{"cmd":"ls"}}`,
 		``,
+		`{"agent":"a1","agent":"a2","tool":"bash","args":{"command":"ls"}}`,
+		`{"agent":"a1","tool":"bash","args":{"command":"ls","command":"pwd"}}`,
 		`{"agent":"a1","tool":"bash","args":{"command":"echo last"}}`,
 	}, "\n")
 	res := runLines(t, in)
@@ -90,6 +92,9 @@ func TestCallReportsBadLinesAndGoesOn(t *testing.T) {
 		5: "agent id",
 		6: `unknown field "extra"`,
 		7: `unknown field "cmd"`,
+		// Duplicated keys: one rule for the line and for the arguments.
+		9:  `field "agent" appears twice`,
+		10: `field "command" appears twice`,
 	}
 	for line, text := range want {
 		r, ok := res[line]
@@ -97,8 +102,8 @@ func TestCallReportsBadLinesAndGoesOn(t *testing.T) {
 			t.Errorf("line %d: %+v, want an error mentioning %q", line, r, text)
 		}
 	}
-	if res[1].Text != "one\n" || res[9].Text != "last\n" || len(res) != 8 {
-		t.Fatalf("good lines: %+v / %+v (%d results)", res[1], res[9], len(res))
+	if res[1].Text != "one\n" || res[11].Text != "last\n" || len(res) != 10 {
+		t.Fatalf("good lines: %+v / %+v (%d results)", res[1], res[11], len(res))
 	}
 }
 
