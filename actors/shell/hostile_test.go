@@ -12,6 +12,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/host"
 	"github.com/dsh-actors/dsh-actors/internal/hosttest"
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
+	"github.com/dsh-actors/dsh-actors/internal/testkit"
 )
 
 // Commands that change what the old protocol relied on: builtins, functions,
@@ -309,4 +310,21 @@ func hostHome(t *testing.T) (env []string, histfile string) {
 func TestBlankArgsThroughTheGoAPI(t *testing.T) {
 	h := newHost(t, nil)
 	wantText(t, bashArgs(t, h, "a", shell.Args{}), "")
+}
+
+// A job that leaves the session (setsid forks, the parent exits) as bash
+// itself exits is found and killed: the scan of /proc must not miss a child
+// forked after /proc was listed by a parent dead before it was read.
+func TestSetsidJobOfAnExitingShellIsKilled(t *testing.T) {
+	h := newHost(t, nil)
+	for i := range 10 {
+		res := bash(t, h, "a", fmt.Sprintf("setsid sleep 40%d & exit 0", i))
+		if !res.ShellReset {
+			t.Fatalf("%q %+v", res.Text, res)
+		}
+		testkit.Eventually(t, "the setsid job killed", func() (bool, string) {
+			left := testkit.CommandsRunning(fmt.Sprintf("sleep 40%d", i))
+			return len(left) == 0, strings.Join(left, ",")
+		})
+	}
 }

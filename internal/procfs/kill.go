@@ -35,28 +35,52 @@ type Tree struct {
 	Since uint64
 }
 
-// members lists the tree's live processes.
-func (t Tree) members() ([]Proc, error) {
+// scan is one look at the tree: its live members; how many processes
+// started since the leader could not be read just now; and the zombies of
+// the session, whose children may have been forked after /proc was listed.
+type scan struct {
+	members []Proc
+	unsure  int
+	zombies []int
+}
+
+func (t Tree) scan() (scan, error) {
 	if t.Session <= 1 {
-		return nil, fmt.Errorf("%w (got %d)", ErrBadID, t.Session)
+		return scan{}, fmt.Errorf("%w (got %d)", ErrBadID, t.Session)
 	}
-	return filter(func(p Proc) bool {
+	var sc scan
+	members, err := filter(func(p Proc) bool {
 		switch {
 		case p.Zombie():
+			if p.Session == t.Session {
+				sc.zombies = append(sc.zombies, p.PID)
+			}
 			return false
 		case p.Session == t.Session:
 			return true
 		case t.MarkToken == "" || p.Start < t.Since || p.PID <= 1:
 			return false
-		default:
-			return Marked(p.PID, t.MarkName, t.MarkToken)
 		}
+		ok, sure := marked(p.PID, t.MarkName, t.MarkToken)
+		if !sure {
+			sc.unsure++
+		}
+		return ok
 	})
+	sc.members = members
+	return sc, err
 }
+
+// unsureRetry is the pause before a scan is taken again because a process
+// could not be read (it was executing a program): a moment, not a wait for
+// anything that takes time.
+const unsureRetry = 2 * time.Millisecond
 
 // KillTree sends SIGKILL to every process of the tree and waits, up to
 // timeout, until each has exited. Processes forked while it works are found
-// by scanning again, so it repeats until a scan finds nobody.
+// by scanning again, so it repeats until a scan finds nobody, and nobody whose
+// mark could not be read (a process in the middle of execve reads with an
+// empty environment).
 //
 // Signals go through pidfds, so a pid that was reused after a member exited is
 // never hit. It returns an error naming the processes still alive at the
@@ -64,18 +88,36 @@ func (t Tree) members() ([]Proc, error) {
 // environment without the mark (env -i) is out of its reach.
 func KillTree(t Tree, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
+	seenZombies := map[int]bool{}
 	for {
-		members, err := t.members()
+		sc, err := t.scan()
 		if err != nil {
 			return err
 		}
-		if len(members) == 0 {
+		if len(sc.members) > 0 {
+			left := killAndWait(sc.members, deadline)
+			if len(left) > 0 && !time.Now().Before(deadline) {
+				return fmt.Errorf("procfs: %d process(es) of session %d survived SIGKILL for %v: %v", len(left), t.Session, timeout, left)
+			}
+			continue
+		}
+		// Nobody seen. Look again when the scan may have missed someone: a
+		// process caught in execve, or the child of a member that exited
+		// between the listing of /proc and the reading of its stat (such a
+		// child was forked after the listing).
+		again := sc.unsure > 0
+		for _, z := range sc.zombies {
+			if !seenZombies[z] {
+				seenZombies[z], again = true, true
+			}
+		}
+		if !again {
 			return nil
 		}
-		left := killAndWait(members, deadline)
-		if len(left) > 0 && !time.Now().Before(deadline) {
-			return fmt.Errorf("procfs: %d process(es) of session %d survived SIGKILL for %v: %v", len(left), t.Session, timeout, left)
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("procfs: %d process(es) that may have left session %d could not be read for %v", sc.unsure, t.Session, timeout)
 		}
+		time.Sleep(unsureRetry)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"syscall"
 )
 
 // Proc is one line of /proc/PID/stat, reduced to what this project uses.
@@ -82,22 +83,33 @@ func parseStat(b []byte) (Proc, error) {
 // environment is the one the process was executed with; a process that
 // cannot be read (gone, another user's) is not marked.
 func Marked(pid int, name, token string) bool {
+	m, _ := marked(pid, name, token)
+	return m
+}
+
+// marked is Marked, and whether the answer is sure: a process caught in
+// execve reads with an empty environment (or not at all) for a moment.
+func marked(pid int, name, token string) (ok, sure bool) {
 	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 	if err != nil {
-		return false
+		gone := errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)
+		return false, gone || errors.Is(err, fs.ErrPermission)
+	}
+	if len(env) == 0 {
+		return false, false
 	}
 	prefix := []byte(name + "=")
 	for entry := range bytes.SplitSeq(env, []byte{0}) {
 		if value, ok := bytes.CutPrefix(entry, prefix); ok {
 			for t := range bytes.SplitSeq(value, []byte{':'}) {
 				if string(t) == token {
-					return true
+					return true, true
 				}
 			}
-			return false
+			return false, true
 		}
 	}
-	return false
+	return false, true
 }
 
 // List returns every process that exists while /proc is read. Processes that
