@@ -319,7 +319,7 @@ func TestClippingNeverSplitsACharacter(t *testing.T) {
 func TestInvalidUTF8AndNULNeverBreakAnything(t *testing.T) {
 	h := newHost(t, nil)
 	res := bash(t, h, "a", `printf 'a\xffb\x00c\xe2\x9cd'`)
-	if !utf8.ValidString(res.Text) || res.Text != "a\uFFFDb\u2400c\uFFFDd" {
+	if !utf8.ValidString(res.Text) || res.Text != "a\uFFFDb\u2400c\uFFFD\uFFFDd" {
 		t.Fatalf("got %q", res.Text)
 	}
 	wantText(t, bash(t, h, "a", "echo fine"), "fine\n")

@@ -12,9 +12,27 @@ func String(b []byte) string {
 		s = strings.ReplaceAll(s, "\x00", "\u2400")
 	}
 	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
+		s = replaceInvalid(s)
 	}
 	return s
+}
+
+// replaceInvalid writes U+FFFD for every byte that is not part of a valid
+// character (strings.ToValidUTF8 writes one for a whole run), so that the
+// text shows as many characters as there were bytes to show.
+func replaceInvalid(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteString("\uFFFD")
+		} else {
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
 
 // Tail returns the longest suffix of s of at most n bytes that starts on a

@@ -10,7 +10,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestString(t *testing.T) {
-	if got := String([]byte("a\x00b\xffc\xe2\x9c")); got != "a\u2400b\uFFFDc\uFFFD" {
+	if got := String([]byte("a\x00b\xffc\xe2\x9c")); got != "a\u2400b\uFFFDc\uFFFD\uFFFD" {
 		t.Fatalf("%q", got)
 	}
 	if got := String([]byte("plain ✓")); got != "plain ✓" {
@@ -31,5 +31,12 @@ func TestHeadAndTailNeverSplitACharacter(t *testing.T) {
 	}
 	if Head(s, 2) != "a" || Tail(s, 2) != "c" || Tail(s, 4) != "✓c" {
 		t.Fatalf("%q %q %q", Head(s, 2), Tail(s, 2), Tail(s, 4))
+	}
+}
+
+// Every invalid byte shows as one U+FFFD, so a run of them is counted.
+func TestEveryInvalidByteShows(t *testing.T) {
+	if got := String([]byte("\xff\xff\xffok\xc3")); got != "\uFFFD\uFFFD\uFFFDok\uFFFD" {
+		t.Fatalf("%q", got)
 	}
 }
