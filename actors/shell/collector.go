@@ -69,6 +69,36 @@ func (c *collector) splitLastLine() (collector, []byte) {
 	return whole, append([]byte(nil), c.head[i+1:]...)
 }
 
+// add appends what o kept, and counts what it dropped, after c's own.
+func (c *collector) add(o collector) {
+	c.write(o.head)
+	c.dropped += o.dropped
+	if o.dropped > 0 {
+		c.full = true
+	}
+}
+
+// dropLinesWith removes, from byte from on, every line that holds s (the
+// runtime's own lines echoed by bash), unless bytes were dropped.
+func (c *collector) dropLinesWith(from int, s string) {
+	if c.dropped > 0 || from > len(c.head) || !bytes.Contains(c.head[from:], []byte(s)) {
+		return
+	}
+	kept := append([]byte(nil), c.head[:from]...)
+	for rest := c.head[from:]; len(rest) > 0; {
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line = rest[:i+1]
+		}
+		rest = rest[len(line):]
+		if !bytes.Contains(line, []byte(s)) {
+			kept = append(kept, line...)
+		}
+	}
+	*c = newCollector(c.limit)
+	c.write(kept)
+}
+
 // trimSuffix drops s from the end of the kept bytes, if they end with it
 // and nothing was dropped after them.
 func (c *collector) trimSuffix(s string) bool {

@@ -1,7 +1,6 @@
 package shell
 
 import (
-	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -29,29 +28,33 @@ import (
 // Nothing of the protocol runs as a shell command on the usual path. bash
 // itself prints the completion marker as its prompt:
 //
-//	PS1 = RS "DSH" nonce ":" \# ":" $? ":" ${#PS1} ":" ${PS2+${PS2/#<PS2>/=}} RS
+//	PS1 = RS "DSH" nonce ":" \# ":" $? ":" ${#PS1} ":" ${#PS2} ":" ${PS2:1:19} RS
 //	PS2 = RS "DSH" nonce ":c" RS
 //
 // \# is bash's command number, which grows by one for every command line it
-// runs, $? the status of the last one; the length of PS1 and the last field,
-// "=" while PS2 is still ours, tell that a command changed the prompts. The command text is typed as it is: a single line as one
-// line, several lines inside "{" and "}" so that bash reads the whole text
-// before it runs any of it (a command that reads its input cannot swallow
-// the lines after it). So the user's traps, xtrace, aliases, functions and
-// disabled builtins meet the user's commands only; there is no eval, no
-// prompt function and no variable of ours for a command to redefine.
+// runs, $? the status of the last one; the lengths of PS1 and PS2 and the
+// head of PS2 tell that a command changed the prompts (every field has a
+// bounded length, whatever a command sets them to). The command text is
+// typed as it is, a line at a time: each line is typed when bash, proven
+// back at its prompt, has answered the one before with exactly one marker,
+// PS1 (it ran) or PS2 (it wants the rest of a quote, heredoc or compound
+// command). So the user's traps, xtrace, aliases, functions and disabled
+// builtins meet the user's commands only; there is no eval, no prompt
+// function and no variable of ours for a command to redefine, and a command
+// that reads its input cannot swallow the lines after it.
 //
 // A marker is never taken on its word: see the actor's completion rules. A
-// few fallbacks use shell commands of ours: a status query line when a
-// command changed PS1, PS2, promptvars or stderr (which is where bash prints
-// its prompt), and an eval line for text when PS2 cannot be made ours.
+// few fallbacks use shell commands of ours: a status query, a function
+// defined at start-up, called when a command changed PS1, PS2, promptvars or
+// stderr (which is where bash prints its prompt); and an eval line for text
+// when PS2 is not ours.
 
 // markerLead starts every marker; the nonce follows it.
 const markerLead = "\x1eDSH"
 
-// maxMarkerLen bounds a marker. Its last field can hold a PS2 someone else
-// set; anything with our lead up to this length is ours to remove.
-const maxMarkerLen = 4096
+// maxMarkerLen bounds a marker: the lead, two numbers and three short fields
+// (a query adds a token and at most maxPromptText of prompt text).
+const maxMarkerLen = 512
 
 // maxPromptText bounds the foreign prompt text the query line reports.
 const maxPromptText = 256
@@ -80,7 +83,8 @@ func newProtocol(tty string) protocol {
 		ps2:   markerLead + nonce + ":c\x1e",
 		tty:   tty,
 	}
-	p.ps1 = markerLead + nonce + `:\#:$?:${#PS1}:${PS2+${PS2/#` + p.ps2 + `/=}}` + "\x1e"
+	// ${PS2+...}: set -u must not make the prompt an error when PS2 is unset.
+	p.ps1 = markerLead + nonce + `:\#:$?:${#PS1}:${PS2+${#PS2}}:${PS2+${PS2:1:19}}` + "\x1e"
 	p.scan = inband.Scanner{Lead: p.lead, MaxLen: maxMarkerLen}
 	return p
 }
@@ -101,26 +105,73 @@ func ansiC(s string) string {
 	return b.String()
 }
 
-// Start-up. The first line sets the prompts and turns history expansion off
-// (bash would otherwise act on "!" in typed text); its prompt gives bash's
-// plain input read. Where the readline layout of this bash binary is not
-// known yet (see layouts), that line also turns readline on, to learn how
-// its prompt read looks, and a second line turns it off again. Both take
-// themselves out of the history.
+// Start-up. The first line sets the prompts, turns history expansion off
+// (bash would otherwise act on "!" in typed text) and defines the status
+// query (see queryFunc); its prompt gives bash's plain input read. Where the
+// readline layout of this bash binary is not known yet (see layouts), that
+// line also turns readline on, to learn how its prompt read looks, and a
+// second line turns it off again. Both take themselves out of the history.
 func (p protocol) initLines(learnReadline, keepHistory bool) [][]byte {
-	// Each line takes itself out of the history: with the host user's
-	// history loaded, only itself; otherwise all of it.
+	// With the host user's history loaded, only the line goes; otherwise
+	// all of it.
 	forget, lead := "; history -c", " "
 	if keepHistory {
 		// Without the leading space, so that HISTCONTROL=ignorespace
 		// cannot keep the line out, and the entry deleted is the line.
 		forget, lead = "; history -d -1", ""
 	}
-	first := lead + "PS1=" + ansiC(p.ps1) + " PS2=" + ansiC(p.ps2) + "; set +H"
+	first := lead + "PS1=" + ansiC(p.ps1) + " PS2=" + ansiC(p.ps2) + "; set +H; " + p.queryFunc()
 	if !learnReadline {
 		return [][]byte{[]byte(first + forget + "\n")}
 	}
 	return [][]byte{[]byte(first + "; set -o emacs" + forget + "\n"), []byte(lead + "set +o emacs" + forget + "\n")}
+}
+
+// queryName is the status query's function.
+func (p protocol) queryName() string { return "__dsh_" + p.nonce + "_q" }
+
+// queryFunc defines the status query, read-only, while no command of anyone's
+// has run (so no alias or function of a user's is in it). Called with $?
+// and a token, it makes PS1, PS2 and promptvars ours again where it can and
+// reports on the terminal itself, in a "q" marker:
+//
+//	RS "DSH" nonce ":q:" token ":" status ":" PS1 attributes ":" PS2 attributes ":" prompt RS
+//
+// prompt is what the PS1 in force when it was called expands to (RS
+// replaced, cut to maxPromptText): bash printed that after the command. It
+// takes its own call out of the history and gives $? back.
+func (p protocol) queryFunc() string {
+	ours := func(name, value string) string {
+		return fmt.Sprintf(`[[ -v %[1]s && ${%[1]s@a} == *r* ]] || %[1]s=%[2]s; `, name, ansiC(value))
+	}
+	var b strings.Builder
+	// "${PS1-}" quoted: called through builtin, local is not known for a
+	// declaration when the line is parsed, so its argument would be split.
+	fmt.Fprintf(&b, `%s() { \builtin local p="${PS1-}"; p=${p@P}; p=${p//$'\036'/?}; p=${p:0:%d}; `, p.queryName(), maxPromptText)
+	b.WriteString(ours("PS1", p.ps1))
+	b.WriteString(ours("PS2", p.ps2))
+	fmt.Fprintf(&b, `\builtin shopt -s promptvars; \builtin printf '\036DSH%s:q:%%s:%%s:%%s:%%s:%%s\036' "$2" "$1" "${PS1@a}" "${PS2@a}" "$p" >%s; `, p.nonce, p.tty)
+	// Under set -e a status handed back that is not 0 would end the shell.
+	b.WriteString(`[[ -o history ]] && \builtin history -d -1; [[ $- == *e* ]] || \builtin return "$1"; }; `)
+	fmt.Fprintf(&b, `\builtin readonly -f %s`, p.queryName())
+	return b.String()
+}
+
+// queryLine calls the status query with token. Its stderr goes to
+// /dev/null, so xtrace shows none of the function; it shows the call, which
+// carries the token, as `set -v` does: lines with the token are the
+// runtime's and are removed from the output.
+func (p protocol) queryLine(token string) []byte {
+	return []byte(`\` + p.queryName() + ` "$?" ` + token + " 2>/dev/null\n")
+}
+
+// newToken is a query's token: 16 upper-case hexadecimal digits.
+func newToken() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("shell: no randomness for a query token: %v", err))
+	}
+	return strings.ToUpper(hex.EncodeToString(b[:]))
 }
 
 // inputrc is the readline configuration an agent shell gets (unless the
@@ -151,41 +202,6 @@ var inputrcPath = sync.OnceValues(func() (string, error) {
 	return path, nil
 })
 
-// queryLine reports $? and the prompt state in a "q" marker written to the
-// terminal itself, and makes PS1, PS2 and promptvars ours again where it can:
-//
-//	RS "DSH" nonce ":q:" status ":" PS1 attributes ":" PS2 attributes ":" E ":" prompt RS
-//
-// E is "e" when stderr, where bash prints its prompt, is not the terminal;
-// prompt is what the PS1 in force when the line started expands to (RS
-// replaced, cut to maxPromptText), which bash printed after the command.
-func (p protocol) queryLine(afterEval bool) []byte {
-	v := "__dsh_" + p.nonce
-	ours := func(name, value string) string {
-		return fmt.Sprintf(`[[ -v %[1]s && ${%[1]s@a} == *r* ]] || %[1]s=%[2]s; `, name, ansiC(value))
-	}
-	var b strings.Builder
-	// The group runs with stderr on /dev/null, so that xtrace shows none of
-	// it; the real stderr is tested through a copy made first. After text
-	// typed as an eval, the line starts with an assignment instead (shown by
-	// xtrace): bash 5.2 takes a "{" that starts the line after an eval that
-	// met an unterminated quote for a syntax error.
-	if afterEval {
-		fmt.Fprintf(&b, ` %[1]s_s=$?; {`, v)
-	} else {
-		fmt.Fprintf(&b, ` { %[1]s_s=$?`, v)
-	}
-	fmt.Fprintf(&b, ` %[1]s_p=${PS1-} %[1]s_e=; [[ /dev/fd/$%[1]s_fd -ef %[2]s ]] || %[1]s_e=e; `, v, p.tty)
-	fmt.Fprintf(&b, `%[1]s_p=${%[1]s_p@P}; %[1]s_p=${%[1]s_p//$'\036'/?}; %[1]s_p=${%[1]s_p:0:%[2]d}; `, v, maxPromptText)
-	b.WriteString(ours("PS1", p.ps1))
-	b.WriteString(ours("PS2", p.ps2))
-	b.WriteString(`\builtin shopt -s promptvars; `)
-	fmt.Fprintf(&b, `\builtin printf '\036DSH%[2]s:q:%%s:%%s:%%s:%%s:%%s\036' "$%[1]s_s" "${PS1@a}" "${PS2@a}" "$%[1]s_e" "$%[1]s_p" >%[3]s; `,
-		v, p.nonce, p.tty)
-	fmt.Fprintf(&b, `\builtin exec {%[1]s_fd}>&-; \builtin unset %[1]s_s %[1]s_p %[1]s_e %[1]s_fd; } {%[1]s_fd}>&2 2>/dev/null`+"\n", v)
-	return []byte(b.String())
-}
-
 // promptJunk is what a prompt printed around our marker: the query's
 // report of the prompt's expansion without the marker in it (its RS bytes
 // read as '?').
@@ -208,31 +224,25 @@ func evalLine(text string) []byte {
 	return []byte(" eval -- " + ansiC(text) + "\n")
 }
 
-// frame is how a command text is typed. lines is how many newlines it holds:
-// bash prints a continuation prompt for each line it reads after the first,
-// so lines continuation prompts mean it is still waiting for the rest.
-func frame(text string, readline bool) (typed []byte, lines int) {
-	text = normalizeNewlines(text)
-	var b bytes.Buffer
-	switch {
-	case blank(text):
-		// Nothing runs; one empty line gives one prompt.
-		b.WriteByte('\n')
-	case !strings.Contains(strings.TrimSuffix(text, "\n"), "\n"):
-		b.WriteString(strings.TrimSuffix(text, "\n"))
-		b.WriteByte('\n')
-	default:
-		// A group is parsed whole before any of it runs.
-		b.WriteString("{\n")
-		b.WriteString(strings.TrimSuffix(text, "\n"))
-		b.WriteString("\n}\n")
+// splitText is the lines a command text is typed as: CRLF read as LF, one
+// trailing newline dropped; blank text is one empty line (bash runs
+// nothing, and answers with a prompt).
+func splitText(text string) []string {
+	text = strings.TrimSuffix(normalizeNewlines(text), "\n")
+	if blank(text) {
+		return []string{""}
 	}
-	typed = b.Bytes()
-	lines = bytes.Count(typed, []byte{'\n'})
+	return strings.Split(text, "\n")
+}
+
+// frameLine is how one line is typed: as it is, then a newline; to readline
+// with its control bytes quoted.
+func frameLine(line string, readline bool) []byte {
+	b := append([]byte(line), '\n')
 	if readline {
-		typed = quoteForReadline(typed)
+		b = quoteForReadline(b)
 	}
-	return typed, lines
+	return b
 }
 
 // quoteForReadline puts readline's quoted-insert (^V) before every control
@@ -262,12 +272,18 @@ func quoteForReadline(b []byte) []byte {
 // line opened a quote or a heredoc, and such a line is not blank.)
 func blank(text string) bool {
 	for line := range strings.SplitSeq(text, "\n") {
-		line = strings.TrimLeft(line, " \t\r")
-		if line != "" && line[0] != '#' {
+		if !blankLine(line) {
 			return false
 		}
 	}
 	return true
+}
+
+// blankLine reports whether a line typed at bash's prompt (not inside a
+// quote or heredoc) runs nothing.
+func blankLine(line string) bool {
+	line = strings.TrimLeft(line, " \t\r")
+	return line == "" || line[0] == '#'
 }
 
 // normalizeNewlines turns CRLF into LF, as a terminal's ICRNL would for typed
@@ -294,12 +310,13 @@ type marker struct {
 	kind   markerKind
 	seq    uint64 // PS1: bash's command number
 	status int    // PS1 and query: $?
-	// PS1: the length of PS1, and whether PS2 is still ours.
-	ps1Len  int
-	ps2Ours bool
-	// query: the prompt state.
-	ps1ReadOnly, ps2ReadOnly, stderrElsewhere bool
-	prompt                                    string
+	// PS1: the lengths of PS1 and PS2 (-1: unset) and PS2's characters 1-19.
+	ps1Len, ps2Len int
+	ps2Head        string
+	// query: its token and the prompt state.
+	token                    string
+	ps1ReadOnly, ps2ReadOnly bool
+	prompt                   string
 }
 
 func parseMarker(body []byte) marker {
@@ -312,24 +329,35 @@ func parseMarker(body []byte) marker {
 		if len(f) != 5 {
 			return marker{}
 		}
-		st, err := strconv.Atoi(f[0])
+		st, err := strconv.Atoi(f[1])
 		if err != nil {
 			return marker{}
 		}
-		return marker{kind: markQuery, status: st, ps1ReadOnly: strings.Contains(f[1], "r"),
-			ps2ReadOnly: strings.Contains(f[2], "r"), stderrElsewhere: f[3] == "e", prompt: f[4]}
+		return marker{kind: markQuery, token: f[0], status: st, ps1ReadOnly: strings.Contains(f[2], "r"),
+			ps2ReadOnly: strings.Contains(f[3], "r"), prompt: f[4]}
 	}
-	f := strings.SplitN(s, ":", 4)
-	if len(f) != 4 {
+	f := strings.SplitN(s, ":", 5)
+	if len(f) != 5 {
 		return marker{}
 	}
 	seq, err1 := strconv.ParseUint(f[0], 10, 64)
 	st, err2 := strconv.Atoi(f[1])
-	n, err3 := strconv.Atoi(f[2])
-	if err1 != nil || err2 != nil || err3 != nil {
+	n1, err3 := strconv.Atoi(f[2])
+	n2, err4 := strconv.Atoi(f[3])
+	if f[3] == "" {
+		n2, err4 = -1, nil
+	}
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
 		return marker{}
 	}
-	return marker{kind: markPS1, seq: seq, status: st, ps1Len: n, ps2Ours: f[3] == "="}
+	return marker{kind: markPS1, seq: seq, status: st, ps1Len: n1, ps2Len: n2, ps2Head: f[4]}
+}
+
+// ps1Ours and ps2Ours tell from a PS1 marker whether the prompts are still
+// the ones the protocol set.
+func (p protocol) ps1Ours(m marker) bool { return m.ps1Len == len(p.ps1) }
+func (p protocol) ps2Ours(m marker) bool {
+	return m.ps2Len == len(p.ps2) && m.ps2Head == p.ps2[1:20]
 }
 
 // promptSigs are how bash's own reads of its input look in

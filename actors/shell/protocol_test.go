@@ -26,15 +26,17 @@ func TestParseMarker(t *testing.T) {
 		body string
 		want marker
 	}{
-		{"7:0:183:=", marker{kind: markPS1, seq: 7, status: 0, ps1Len: 183, ps2Ours: true}},
-		{"12:130:183:", marker{kind: markPS1, seq: 12, status: 130, ps1Len: 183}},
-		{"3:2:9:> :x", marker{kind: markPS1, seq: 3, status: 2, ps1Len: 9}}, // a foreign PS2 with a colon
+		{"7:0:183:23:DSHABCDEF0123456789:c", marker{kind: markPS1, seq: 7, ps1Len: 183, ps2Len: 23, ps2Head: "DSHABCDEF0123456789:c"}},
+		{"12:130:183::", marker{kind: markPS1, seq: 12, status: 130, ps1Len: 183, ps2Len: -1}}, // PS2 unset
+		{"3:2:9:2:> ", marker{kind: markPS1, seq: 3, status: 2, ps1Len: 9, ps2Len: 2, ps2Head: "> "}},
+		{"3:2:9:3:a:b", marker{kind: markPS1, seq: 3, status: 2, ps1Len: 9, ps2Len: 3, ps2Head: "a:b"}}, // a colon in PS2
 		{"c", marker{kind: markPS2}},
-		{"q:1:r::e:$ ", marker{kind: markQuery, status: 1, ps1ReadOnly: true, stderrElsewhere: true, prompt: "$ "}},
-		{"q:0:::: a:b ", marker{kind: markQuery, prompt: " a:b "}},
-		{"q:x::::", marker{}},
-		{"7:0", marker{}},
-		{"x:0:1:=", marker{}},
+		{"q:T0K:1:r::$ ", marker{kind: markQuery, token: "T0K", status: 1, ps1ReadOnly: true, prompt: "$ "}},
+		{"q:T0K:0::r: a:b ", marker{kind: markQuery, token: "T0K", ps2ReadOnly: true, prompt: " a:b "}},
+		{"q:T0K:x:::", marker{}},
+		{"7:0:1:=", marker{}},
+		{"x:0:1:2:=", marker{}},
+		{`5:$?:${#PS1}:${PS2+${#PS2}}:${PS2+${PS2:1:19}}`, marker{}}, // promptvars off
 		{"", marker{}},
 	}
 	for _, c := range cases {
@@ -42,13 +44,21 @@ func TestParseMarker(t *testing.T) {
 			t.Errorf("%q: got %+v, want %+v", c.body, got, c.want)
 		}
 	}
+	p := newProtocol("/dev/pts/0")
+	ours := marker{kind: markPS1, ps1Len: len(p.ps1), ps2Len: len(p.ps2), ps2Head: p.ps2[1:20]}
+	if !p.ps1Ours(ours) || !p.ps2Ours(ours) {
+		t.Error("the protocol's own prompts are not recognised")
+	}
+	if other := ours; p.ps2Ours(marker{ps2Len: 2, ps2Head: "> "}) || p.ps1Ours(marker{ps1Len: other.ps1Len + 7}) {
+		t.Error("changed prompts taken for ours")
+	}
 }
 
 // Markers are found across chunk boundaries and removed; anything else,
 // other shells' markers included, is output.
 func TestMarkersAreFoundAcrossChunks(t *testing.T) {
 	p := newProtocol("/dev/pts/0")
-	mk := "\x1eDSH" + p.nonce + ":4:0:183:=\x1e"
+	mk := "\x1eDSH" + p.nonce + ":4:0:183:23:x\x1e"
 	in := "out" + mk + "x\x1eDSH0000000000000000:1:0:1:=\x1ey"
 	for cut := 0; cut <= len(in); cut++ {
 		var text, bodies []byte
@@ -57,38 +67,60 @@ func TestMarkersAreFoundAcrossChunks(t *testing.T) {
 			s.Feed([]byte(chunk), func(b []byte) { text = append(text, b...) },
 				func(b []byte) bool { bodies = append(bodies, b...); bodies = append(bodies, '|'); return true })
 		}
-		if string(text) != "outx\x1eDSH0000000000000000:1:0:1:=\x1ey" || string(bodies) != "4:0:183:=|" {
+		if string(text) != "outx\x1eDSH0000000000000000:1:0:1:=\x1ey" || string(bodies) != "4:0:183:23:x|" {
 			t.Fatalf("cut %d: text %q markers %q", cut, text, bodies)
 		}
 	}
 }
 
-func TestFrame(t *testing.T) {
+func TestSplitTextAndFrameLine(t *testing.T) {
 	cases := []struct {
 		text  string
-		typed string
-		lines int
+		lines []string
 	}{
-		{"echo hi", "echo hi\n", 1},
-		{"echo hi\n", "echo hi\n", 1},
-		{"a\nb", "{\na\nb\n}\n", 4},
-		{"a\r\nb\r\n", "{\na\nb\n}\n", 4},
-		{"", "\n", 1},
-		{"\n  \n\t", "\n", 1},
-		{"# only\n  # comments", "\n", 1},
-		{"# comment\necho x", "{\n# comment\necho x\n}\n", 4},
-		{"printf '\x03\x1b[1m'", "printf '\x03\x1b[1m'\n", 1},
-		{"a\rb", "a\rb\n", 1}, // a lone CR is text
+		{"echo hi", []string{"echo hi"}},
+		{"echo hi\n", []string{"echo hi"}},
+		{"a\nb", []string{"a", "b"}},
+		{"a\r\nb\r\n", []string{"a", "b"}},
+		{"", []string{""}},
+		{"\n  \n\t", []string{""}},
+		{"# only\n  # comments", []string{""}},
+		{"# comment\necho x\n\n", []string{"# comment", "echo x", ""}},
+		{"a\rb", []string{"a\rb"}}, // a lone CR is text
 	}
 	for _, c := range cases {
-		typed, lines := frame(c.text, false)
-		if string(typed) != c.typed || lines != c.lines {
-			t.Errorf("%q: typed %q (%d lines), want %q (%d)", c.text, typed, lines, c.typed, c.lines)
+		if got := splitText(c.text); strings.Join(got, "|") != strings.Join(c.lines, "|") || len(got) != len(c.lines) {
+			t.Errorf("%q: %q, want %q", c.text, got, c.lines)
 		}
 	}
-	typed, _ := frame("printf 'a\x03\tb\x7f'\necho", true)
-	if want := "{\nprintf 'a\x16\x03\x16\tb\x16\x7f'\necho\n}\n"; string(typed) != want {
-		t.Errorf("readline: typed %q, want %q", typed, want)
+	if got := frameLine("printf '\x03\x1b'", false); string(got) != "printf '\x03\x1b'\n" {
+		t.Errorf("plain: %q", got)
+	}
+	if got := frameLine("printf 'a\x03\tb\x7f'", true); string(got) != "printf 'a\x16\x03\x16\tb\x16\x7f'\n" {
+		t.Errorf("readline: %q", got)
+	}
+	for _, l := range []string{"", "  ", "\t# x", "#"} {
+		if !blankLine(l) {
+			t.Errorf("%q is blank", l)
+		}
+	}
+	if blankLine("x # y") || blankLine(" a") {
+		t.Error("a command line taken for blank")
+	}
+}
+
+func TestQueryTokens(t *testing.T) {
+	p := newProtocol("/dev/pts/0")
+	a, b := newToken(), newToken()
+	if a == b || len(a) != 16 || a != strings.ToUpper(a) {
+		t.Fatalf("tokens %q %q", a, b)
+	}
+	line := string(p.queryLine(a))
+	if !strings.HasPrefix(line, `\`+p.queryName()+` "$?" `+a) || strings.HasPrefix(line, " ") {
+		t.Fatalf("query line %q", line)
+	}
+	if fn := p.queryFunc(); !strings.Contains(fn, "readonly -f "+p.queryName()) || !strings.Contains(fn, ">/dev/pts/0") {
+		t.Fatalf("query function %q", fn)
 	}
 }
 

@@ -97,24 +97,30 @@ func TestCommandTextOfAnyShape(t *testing.T) {
 			}
 		})
 	}
-	// Text bash cannot finish reading is cancelled as Ctrl-C would, and
-	// none of it runs.
-	for _, c := range []struct{ name, command, status string }{
-		{"unterminated quote", "touch ran; echo 'never closed", "130"},
-		{"unterminated heredoc", "touch ran; cat <<EOF\nbody", "130"},
-		{"unterminated quote over lines", "touch ran\necho 'never\nclosed", "130"},
-		// The group's closing brace ends the compound wrongly: a syntax error.
-		{"unterminated compound", "touch ran\nif true; then\n  echo inside", "2"},
-		{"trailing pipe", "touch ran | ", "130"},
+	// Text bash cannot finish reading is cancelled as Ctrl-C would: what it
+	// had read of the incomplete command does not run. Lines before it that
+	// were whole commands ran, as in a script.
+	for _, c := range []struct {
+		name, command string
+		ran           bool
+	}{
+		{"unterminated quote", "touch ran; echo 'never closed", false},
+		{"unterminated heredoc", "touch ran; cat <<EOF\nbody", false},
+		{"unterminated quote over lines", "touch ran\necho 'never\nclosed", true},
+		{"unterminated compound", "touch ran\nif true; then\n  echo inside", true},
+		{"trailing pipe", "touch ran | ", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			bash(t, h, "a", "cd "+t.TempDir())
+			dir := t.TempDir()
+			bash(t, h, "a", "cd "+dir)
 			res := bash(t, h, "a", c.command)
-			if exitCode(res) != c.status || !res.NotRun || !strings.Contains(res.Text, "incomplete") ||
+			if exitCode(res) != "130" || res.NotRun == c.ran || !strings.Contains(res.Text, "incomplete") ||
 				strings.Contains(res.Text, "body") || strings.Contains(res.Text, "inside") {
 				t.Fatalf("got %q %+v", res.Text, res)
 			}
-			wantText(t, bash(t, h, "a", "ls"), "")
+			if _, err := os.Stat(filepath.Join(dir, "ran")); (err == nil) != c.ran {
+				t.Fatalf("the first line ran: %v, want %v", err == nil, c.ran)
+			}
 		})
 	}
 	// The shell is still the same one and still works.
@@ -477,6 +483,7 @@ func TestBadArgumentsAreErrorsNamingTheProblem(t *testing.T) {
 	cases := []struct{ args, want string }{
 		{`{}`, `"command" is missing`},
 		{`{"timeout_ms": 5}`, `"command" is missing`},
+		{`{"command": null}`, `"command" is missing`},
 		{`{"command": "ls", "timeout": 5}`, `unknown field "timeout"`},
 		{`{"command": 5}`, `"command" must be a string, not number`},
 		{`{"command": "ls", "COMMAND": "x"}`, `unknown field "COMMAND" (did you mean "command"?)`},

@@ -95,5 +95,14 @@ func (s *Stream) Feed(data []byte, text func([]byte), marker func(body []byte) b
 	}
 }
 
+// Carry returns the bytes kept from earlier chunks (what may begin a
+// marker), and forgets them: a caller whose stream ends without the rest
+// hands them on as text.
+func (s *Stream) Carry() []byte {
+	b := s.carry
+	s.carry = nil
+	return b
+}
+
 // Reset forgets bytes kept from earlier chunks.
 func (s *Stream) Reset() { s.carry = nil }

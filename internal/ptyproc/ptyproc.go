@@ -141,6 +141,9 @@ type Probe struct {
 	// terminal; only filled in when the probe asked for it and no input is
 	// pending.
 	Wait procfs.Wait
+	// LeaderStopped: the session leader is stopped (SIGSTOP); only filled
+	// in when the probe asked for the wait.
+	LeaderStopped bool
 	// Drained is true when every byte the program wrote before the look was
 	// delivered before this message: a read after the look found nothing.
 	Drained bool
@@ -664,6 +667,11 @@ func (p *Process) look(pr *Probe, wait bool) {
 		// likely just written and is on its way to the call it will block
 		// in. Give it the CPU rather than answer "running".
 		_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+	}
+	if wait {
+		if st, err := procfs.Stat(p.pid); err == nil {
+			pr.LeaderStopped = st.State == 'T' || st.State == 't'
+		}
 	}
 	if p.inputPending() {
 		pr.InputPending = true

@@ -168,7 +168,8 @@ func integralNumbers(b []byte) ([]byte, bool) {
 	return out, err == nil
 }
 
-// Has reports whether the arguments raw (as Decode takes them) hold key.
+// Has reports whether the arguments raw (as Decode takes them) hold key
+// with a value other than null.
 func Has(raw []byte, key string) bool {
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) > 0 && trimmed[0] == '"' {
@@ -181,8 +182,8 @@ func Has(raw []byte, key string) bool {
 	if json.Unmarshal(trimmed, &m) != nil {
 		return false
 	}
-	_, ok := m[key]
-	return ok
+	v, ok := m[key]
+	return ok && string(bytes.TrimSpace(v)) != "null"
 }
 
 // wholeNumber returns field's value in the object b when it is a whole

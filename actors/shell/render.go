@@ -1,0 +1,104 @@
+package shell
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+const resetNotice = "[the shell was reset: the next call starts a fresh shell, so the working directory, variables, functions and background jobs are gone]"
+
+const incompleteNotice = "[the command is incomplete (an unterminated quote, heredoc or compound command): bash waited for the rest, " +
+	"so what it had read was cancelled with SIGINT and did not run]"
+
+// statusResult is the result of a call whose command ended with status st.
+func (a *Actor) statusResult(c *call, st int) Result {
+	r := Result{FreshShell: c.fresh, ExitCode: &st, NotRun: c.incomplete && !c.ran}
+	var trailer []string
+	if c.incomplete {
+		trailer = append(trailer, incompleteNotice)
+	}
+	if st != 0 {
+		trailer = append(trailer, fmt.Sprintf("[exit code: %d]", st))
+	}
+	return a.render(c, &r, trailer)
+}
+
+// render builds the result text: notes, output since the previous call, the
+// call's output, then the trailer lines.
+func (a *Actor) render(c *call, r *Result, trailer []string) Result {
+	var b strings.Builder
+	for _, n := range c.notes {
+		b.WriteString(n)
+		b.WriteByte('\n')
+	}
+	if !c.before.empty() {
+		b.WriteString("[output since the previous call]\n")
+		before := tidyJobNotices(c.before.text())
+		writeBlock(&b, before)
+		if c.before.dropped > 0 {
+			fmt.Fprintf(&b, "[%d more %s not kept%s]\n", c.before.dropped, bytesWere(c.before.dropped, true), cutNote(before))
+		}
+		b.WriteString("[end of output since the previous call]\n")
+	}
+	out := tidyJobNotices(c.out.text())
+	b.WriteString(out)
+	if c.out.dropped > 0 {
+		r.ClippedBytes = c.out.dropped
+		trailer = append([]string{fmt.Sprintf(
+			"[output clipped: only the first %d characters are shown%s; %d more %s not kept]",
+			a.opts.Config.MaxOutputChars, cutNote(out), c.out.dropped, bytesWere(c.out.dropped, false))}, trailer...)
+	}
+	if len(trailer) > 0 {
+		if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
+			b.WriteByte('\n')
+		}
+		b.WriteString(strings.Join(trailer, "\n"))
+	}
+	r.Text = b.String()
+	return *r
+}
+
+// jobNotice is a line of bash's own about a job ("[1]+  Done  sleep 1")
+// that ends in the "\r" bash adds when it reports at once (set -b).
+var jobNotice = regexp.MustCompile(`(?m)^(\[\d+\][-+ ] +[A-Z][^\r\n]*)\r$`)
+
+// tidyJobNotices drops that "\r": the terminal's doing, not the job's.
+func tidyJobNotices(s string) string {
+	if !strings.Contains(s, "\r\n") {
+		return s
+	}
+	return jobNotice.ReplaceAllString(s, "$1")
+}
+
+// cutNote says, in a notice that follows kept text, that the text stops in
+// the middle of a line (the newline before the notice is not the output's).
+func cutNote(kept string) string {
+	if kept != "" && !strings.HasSuffix(kept, "\n") {
+		return ", the last line cut"
+	}
+	return ""
+}
+
+// bytesWere is "bytes were", or "byte was" for one; with ofIt, "bytes of
+// it were".
+func bytesWere(n int64, ofIt bool) string {
+	noun, verb := "bytes", "were"
+	if n == 1 {
+		noun, verb = "byte", "was"
+	}
+	if ofIt {
+		return noun + " of it " + verb
+	}
+	return noun + " " + verb
+}
+
+func writeBlock(b *strings.Builder, s string) {
+	b.WriteString(s)
+	if s != "" && !strings.HasSuffix(s, "\n") {
+		b.WriteByte('\n')
+	}
+}
+
+// joinLines puts lines back together as text.
+func joinLines(lines []string) string { return strings.Join(lines, "\n") }

@@ -1,0 +1,613 @@
+package shell
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/dsh-actors/dsh-actors/internal/procfs"
+	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
+	"github.com/dsh-actors/dsh-actors/internal/waitproof"
+)
+
+// The rules by which an exchange ends.
+//
+// A marker is anybody's: bash prints it as its prompt, but a command or a
+// background job can print the same bytes. So an exchange ends only on a
+// probe that proves bash blocked in one of its own input reads (see
+// promptSigs), with the input read and every byte before the look
+// delivered. Then the markers since the exchange began are counted: one line
+// typed gives exactly one, a PS1 marker (it ran, or bash found nothing to
+// run) or a PS2 marker (bash wants the rest); the query gives one q marker
+// with its token. Any other count means that someone printed a marker: the
+// status is unknown and nothing more of the text is typed. A marker with a
+// command number bash cannot be at is not counted: it cannot be bash's.
+
+func (a *Actor) marker(ctx actor.Context, m marker) {
+	ex := &a.ex
+	if a.cur == nil || !ex.flushed {
+		if a.cur == nil && a.waiting != nil && m.kind == markPS1 {
+			a.waiting.ended = &m // the waiting command ended by itself, perhaps
+		}
+		return
+	}
+	switch m.kind {
+	case markPS1:
+		if b := a.bash; b.seqKnown && (m.seq < b.seq || m.seq > b.seq+1) {
+			return // a command number bash cannot be at: not bash's
+		}
+		ex.ps1 = append(ex.ps1, m)
+	case markPS2:
+		ex.ps2++
+	case markQuery:
+		if m.token != ex.token {
+			return // another query's, or made up
+		}
+		ex.query = append(ex.query, m)
+	default:
+		// A marker of ours that does not parse: bash printed PS1 as it is
+		// (promptvars off). It is no answer; bash is likely back.
+	}
+	// Prove it: is bash back at its prompt?
+	a.proc.Probe(probeTag{ex.gen}, false)
+}
+
+// promptState is what a probe says about bash.
+type promptState int
+
+const (
+	stateUnknown  promptState = iota // nothing proven: look again
+	stateAtPrompt                    // bash is blocked in its own input read, input read, output delivered
+	stateBusy                        // a job has the terminal, or bash is blocked in something else
+)
+
+func (a *Actor) classify(p *ptyproc.Probe) promptState {
+	switch {
+	case p.Err != nil:
+		return stateUnknown
+	case p.Pgrp != a.proc.PID():
+		return stateBusy
+	case !p.Leader.Blocked():
+		return stateUnknown
+	}
+	ok, readline := a.bash.sigs.match(p.Leader, a.ex.ps2 > 0)
+	if !ok {
+		return stateBusy
+	}
+	if !p.Drained || p.InputPending {
+		return stateUnknown
+	}
+	a.bash.readline = readline
+	return stateAtPrompt
+}
+
+func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
+	a.opts.Logger.Debug("shell: probe", "pgrp", p.Pgrp, "leader", p.Leader.String(), "wait", p.Wait.State,
+		"drained", p.Drained, "pending", p.InputPending, "err", p.Err)
+	ex := &a.ex
+	if tag, ok := p.Tag.(probeTag); ok && tag.gen != ex.gen {
+		return // a look of an earlier exchange
+	}
+	if a.cur == nil || !ex.flushed {
+		return
+	}
+	if !a.bash.started {
+		a.startProbe(ctx, p)
+		return
+	}
+	switch a.classify(p) {
+	case stateAtPrompt:
+		a.wait.Stop()
+		a.atPrompt(ctx)
+		return
+	case stateUnknown:
+		a.reprobe(p)
+	}
+	if ex.step == stepInterrupt && ex.intr.step < 0 {
+		if _, ours := p.Tag.(probeTag); ours {
+			a.escalate(ctx) // the command still runs or waits: stop it
+			return
+		}
+	}
+	if !a.wait.Owns(p) {
+		return
+	}
+	// One of the tracker's looks, which also tell what bash is doing.
+	if a.stoppedShell(p) || a.stdinGone(ctx, p) {
+		return
+	}
+	verdict, w := a.wait.Probe(p)
+	if verdict != waitproof.Waiting {
+		return
+	}
+	switch ex.step {
+	case stepText:
+		a.waitingForInput(ctx, w)
+	case stepInterrupt:
+		if time.Since(ex.intr.stepAt) >= escalateAfter {
+			a.escalate(ctx)
+		} else {
+			a.wait.Again()
+		}
+	default:
+		a.wait.Again()
+	}
+}
+
+// maxReprobes bounds how often a marker's probe is taken again at once
+// when it found bash still on its way to the prompt; after that the
+// tracker's looks go on, with their backoff.
+const maxReprobes = 3
+
+// reprobe takes an inconclusive probe of ours again, a few times.
+func (a *Actor) reprobe(p *ptyproc.Probe) {
+	if _, ours := p.Tag.(probeTag); ours && a.ex.reprobes < maxReprobes {
+		a.ex.reprobes++
+		a.proc.Probe(probeTag{a.ex.gen}, false)
+	}
+}
+
+// stoppedShell continues a bash that stopped itself (kill -STOP $$,
+// suspend -f): nobody at a terminal would ever type to it again.
+func (a *Actor) stoppedShell(p *ptyproc.Probe) bool {
+	if !p.LeaderStopped || a.ex.continued {
+		return false
+	}
+	a.ex.continued = true
+	if err := syscall.Kill(a.proc.PID(), syscall.SIGCONT); err == nil {
+		a.cur.notes = append(a.cur.notes, "[bash was stopped (SIGSTOP or suspend): sent it SIGCONT]")
+	}
+	a.wait.Again()
+	return true
+}
+
+// stdinGone resets a bash that waits in its input read while the input
+// typed to the terminal stays unread: its standard input is no longer the
+// terminal (exec 0<file), so nothing typed will ever reach it.
+func (a *Actor) stdinGone(ctx actor.Context, p *ptyproc.Probe) bool {
+	if !p.InputPending || p.Pgrp != a.proc.PID() || !p.Leader.Blocked() || p.Leader.Nr != sysRead || p.Leader.Args[0] != 0 {
+		return false
+	}
+	in, err := os.Readlink("/proc/" + strconv.Itoa(a.proc.PID()) + "/fd/0")
+	if err == nil && in == a.proc.TTYName() {
+		return false
+	}
+	a.broken(ctx, fmt.Sprintf("bash no longer reads its terminal: its standard input is %q (a command redirected it, as exec 0< does), so nothing typed can reach it", in))
+	return true
+}
+
+// stderrElsewhere reports whether bash's stderr, where it prints its prompt,
+// is not the terminal.
+func (a *Actor) stderrElsewhere() bool {
+	out, err := os.Readlink("/proc/" + strconv.Itoa(a.proc.PID()) + "/fd/2")
+	return err != nil || out != a.proc.TTYName()
+}
+
+// atPrompt: bash is proven back at its prompt; the exchange is over.
+func (a *Actor) atPrompt(ctx actor.Context) {
+	switch a.ex.step {
+	case stepText:
+		a.lineDone(ctx)
+	case stepQuery:
+		a.queryDone(ctx)
+	case stepInterrupt:
+		a.interruptDone(ctx)
+	case stepCancel:
+		a.cancelDone(ctx)
+	}
+}
+
+// typeNext types the call's next line, or ends the call when none is left.
+// At bash's prompt, a line that runs nothing (blank, a comment) is not typed;
+// inside a quote or heredoc every line is text.
+func (a *Actor) typeNext(ctx actor.Context) {
+	c := a.cur
+	if c.lines == nil {
+		if a.bash.ps2Foreign {
+			c.eval, c.lines = true, []string{normalizeNewlines(c.args.Command)}
+		} else {
+			c.lines = splitText(c.args.Command)
+		}
+	}
+	for !c.continuing && len(c.lines) > 1 && c.next < len(c.lines) && blankLine(c.lines[c.next]) {
+		c.next++
+	}
+	if c.next >= len(c.lines) {
+		a.textDone(ctx)
+		return
+	}
+	line := c.lines[c.next]
+	c.next++
+	if c.eval {
+		a.write(stepText, evalLine(line))
+		return
+	}
+	a.write(stepText, frameLine(line, a.bash.readline))
+}
+
+// lineDone: bash answered the line just typed.
+func (a *Actor) lineDone(ctx actor.Context) {
+	ex, c := &a.ex, a.cur
+	switch {
+	case ex.markers() > 1:
+		a.conflict(ctx)
+		return
+	case ex.markers() == 0:
+		// Back at the prompt, no marker of ours: the line changed PS1,
+		// promptvars or stderr. Ask.
+		a.query(true)
+		return
+	case ex.ps2 == 1:
+		c.continuing = true
+		if c.next >= len(c.lines) {
+			a.cancelIncomplete(ctx)
+			return
+		}
+		a.typeNext(ctx)
+		return
+	}
+	m := ex.ps1[0]
+	if !a.proto.ps1Ours(m) {
+		// PS1 has text of someone else's around the marker (an activation
+		// script): bash printed it after the line. Ask, to know it.
+		a.query(true)
+		return
+	}
+	c.continuing = false
+	ran := !a.bash.seqKnown || m.seq != a.bash.seq
+	a.bash.seq, a.bash.seqKnown = m.seq, true
+	a.notePS2(c, m)
+	if ran {
+		c.ran, c.status = true, m.status
+		a.typeNext(ctx)
+		return
+	}
+	if len(c.lines) == 1 && blankLine(c.lines[0]) {
+		a.textDone(ctx) // blank text: nothing ran, as asked
+		return
+	}
+	// bash read the line and ran nothing: a syntax error (status 2) or a
+	// failed history expansion. As a script would, the text stops here.
+	r := Result{FreshShell: c.fresh, NotRun: !c.ran}
+	var trailer []string
+	if m.status != 0 {
+		st := m.status
+		r.ExitCode = &st
+	}
+	if len(c.lines) > 1 && !c.eval {
+		trailer = append(trailer, fmt.Sprintf("[bash did not run line %d of the command (see its message above)]", c.next))
+	} else if m.status == 0 {
+		trailer = append(trailer, "[bash did not run this command (see its message above)]")
+	}
+	trailer = append(trailer, a.unrun(c)...)
+	if m.status != 0 {
+		trailer = append(trailer, fmt.Sprintf("[exit code: %d]", m.status))
+	}
+	a.finish(ctx, c, a.render(c, &r, trailer))
+}
+
+// notePS2 remembers from a PS1 marker whether PS2 is still ours: when a
+// command (or PROMPT_COMMAND, at every prompt) changed it, continuation
+// prompts would be someone else's, so the rest of the text goes as one eval
+// line, and a query tries to make PS2 ours again before the next call.
+func (a *Actor) notePS2(c *call, m marker) {
+	ours := a.proto.ps2Ours(m)
+	a.bash.ps2Foreign = !ours
+	if ours {
+		return
+	}
+	a.bash.needQuery = true
+	if !c.eval && c.next < len(c.lines) {
+		rest := c.lines[c.next:]
+		c.lines = append(c.lines[:c.next:c.next], joinLines(rest))
+		c.eval = true
+	}
+}
+
+// textDone: every line of the text is typed and answered.
+func (a *Actor) textDone(ctx actor.Context) {
+	c := a.cur
+	r := Result{FreshShell: c.fresh}
+	var trailer []string
+	if c.ran {
+		st := c.status
+		r.ExitCode = &st
+		if st != 0 {
+			trailer = append(trailer, fmt.Sprintf("[exit code: %d]", st))
+		}
+	} else {
+		zero := 0 // blank text, or lines that all ran nothing
+		r.ExitCode = &zero
+	}
+	a.finish(ctx, c, a.render(c, &r, trailer))
+}
+
+// conflict: more markers came than bash prints. Some came from the command
+// or a background job; which one is bash's cannot be proven.
+func (a *Actor) conflict(ctx actor.Context) {
+	c := a.cur
+	a.bash.seqKnown = false
+	r := Result{FreshShell: c.fresh, StatusUnknown: true}
+	trailer := append(a.unrun(c), "[the exit status is unknown: more completion markers came than bash prints, "+
+		"so the command or a background job printed one of the shell's markers]")
+	a.finish(ctx, c, a.render(c, &r, trailer))
+}
+
+// waitingForInput ends the call early: a program is proven blocked reading
+// the terminal.
+func (a *Actor) waitingForInput(ctx actor.Context, w procfs.Wait) {
+	c := a.cur
+	a.flushCarry()
+	who := describeWaiter(w)
+	a.waiting = &waitingCommand{who: who}
+	r := Result{WaitingForInput: true, FreshShell: c.fresh}
+	note := fmt.Sprintf("[waiting for input: %s is blocked reading the terminal, so this call returned early with the output so far. "+
+		"Interactive programs belong in a terminal (terminal_open). The next bash call will first interrupt it with SIGINT.]", who)
+	a.finish(ctx, c, a.render(c, &r, append(a.unrun(c), note)))
+}
+
+func describeWaiter(w procfs.Wait) string {
+	if w.Comm == "" {
+		return "the command"
+	}
+	return fmt.Sprintf("`%s` (pid %d)", w.Comm, w.PID)
+}
+
+// unrun says which lines of the text were not typed.
+func (a *Actor) unrun(c *call) []string {
+	if c.eval || c.next >= len(c.lines) {
+		return nil
+	}
+	if c.next == len(c.lines)-1 {
+		return []string{fmt.Sprintf("[line %d of the command was not run]", c.next+1)}
+	}
+	return []string{fmt.Sprintf("[lines %d to %d of the command were not run]", c.next+1, len(c.lines))}
+}
+
+// query asks bash for $? and the prompt state, with a token of its own.
+// afterLine: the status is that of the line just typed.
+func (a *Actor) query(afterLine bool) {
+	c := a.cur
+	token := newToken()
+	mark := a.kept.idle.len()
+	if c.begun {
+		mark = c.out.len()
+	}
+	ex := a.write(stepQuery, a.proto.queryLine(token))
+	ex.token, ex.afterLine, ex.queryMark = token, afterLine, mark
+}
+
+func (a *Actor) queryDone(ctx actor.Context) {
+	ex, c := &a.ex, a.cur
+	// What bash echoes of the query (xtrace, set -v) carries the token.
+	if c.begun {
+		c.out.dropLinesWith(ex.queryMark, ex.token)
+	} else {
+		a.kept.idle.dropLinesWith(ex.queryMark, ex.token)
+	}
+	if len(ex.query) != 1 {
+		if len(ex.query) > 1 && ex.afterLine {
+			a.conflict(ctx)
+			return
+		}
+		why := "bash no longer reports the end of a command: a command changed its prompt (PS1, PS2, promptvars or standard error), " +
+			"and the runtime's status query failed too (it needs the builtins `builtin`, `printf`, `shopt` and `local`, " +
+			"a free file descriptor, and typed text reaching bash as it is: no bind of its keys)"
+		if ex.afterLine {
+			r := Result{FreshShell: c.fresh, ShellReset: true, StatusUnknown: true}
+			a.finish(ctx, c, a.render(c, &r, append(a.unrun(c), "["+why+"; the shell was reset]", resetNotice)))
+			a.reset(ResetBroken, why, nil)
+			return
+		}
+		c.notes = append(c.notes, "["+why+"; the shell was reset and this call runs in a fresh shell]")
+		a.reset(ResetBroken, why, c)
+		return
+	}
+	q := ex.query[0]
+	elsewhere := a.stderrElsewhere()
+	b := &a.bash
+	b.ps1Stuck = q.ps1ReadOnly || elsewhere
+	b.ps2Foreign = q.ps2ReadOnly
+	if n := len(ex.ps1); n > 0 {
+		// The query line's own prompt: PS1 is ours again.
+		m := ex.ps1[n-1]
+		b.seq, b.seqKnown = m.seq, true
+		b.ps2Foreign = b.ps2Foreign || !a.proto.ps2Ours(m)
+	} else {
+		b.seqKnown = false
+	}
+	if !ex.afterLine {
+		a.next(ctx)
+		return
+	}
+	// The prompt that bash printed after the line (and after the query,
+	// while the prompt stays foreign) is not the command's output.
+	if junk := a.proto.promptJunk(q.prompt); junk != "" && !elsewhere {
+		c.out.trimSuffix(junk)
+		if b.ps1Stuck {
+			c.out.trimSuffix(junk)
+		}
+	}
+	c.continuing = false
+	c.ran, c.status = true, q.status
+	if b.ps2Foreign && !c.eval && c.next < len(c.lines) {
+		c.lines = append(c.lines[:c.next:c.next], joinLines(c.lines[c.next:]))
+		c.eval = true
+	}
+	a.typeNext(ctx)
+}
+
+// cancelIncomplete: bash waits for the rest of the text (an unterminated
+// quote, heredoc or compound command). SIGINT makes it drop what it read,
+// as Ctrl-C does at a prompt.
+func (a *Actor) cancelIncomplete(ctx actor.Context) {
+	c := a.cur
+	ex := a.begin(stepCancel)
+	ex.flushed = true
+	ex.cancelMark = c.out.len()
+	c.incomplete = true
+	if err := a.proc.Signal(syscall.SIGINT); err != nil {
+		a.broken(ctx, fmt.Sprintf("could not interrupt bash (%v)", err))
+		return
+	}
+	a.wait.Start(a.proc)
+	a.armStep(stepTimeout)
+}
+
+func (a *Actor) cancelDone(ctx actor.Context) {
+	ex, c := &a.ex, a.cur
+	// bash ends the cancelled line with a newline ("^C" and a newline with
+	// readline): the runtime's doing, not output.
+	for _, echo := range []string{"\n", "^C\n"} {
+		if c.out.len() == ex.cancelMark+len(echo) && c.out.trimSuffix(echo) {
+			break
+		}
+	}
+	if ex.markers() != 1 || len(ex.ps1) != 1 {
+		if ex.markers() == 0 && a.bash.ps1Stuck {
+			a.query(true) // no marker is expected: ask
+			return
+		}
+		if ex.markers() > 1 {
+			a.conflict(ctx)
+			return
+		}
+		a.broken(ctx, "the command was incomplete and bash did not come back to its prompt after SIGINT (it may ignore SIGINT)")
+		return
+	}
+	m := ex.ps1[0]
+	a.bash.seq, a.bash.seqKnown = m.seq, true
+	a.finish(ctx, c, a.statusResult(c, m.status))
+}
+
+// broken resets a shell that cannot be talked to, answering the call.
+func (a *Actor) broken(ctx actor.Context, why string) {
+	c := a.cur
+	a.flushCarry()
+	r := Result{FreshShell: c.fresh, ShellReset: true, IsError: true}
+	a.finish(ctx, c, a.render(c, &r, append(a.unrun(c), "["+why+"; the shell was reset]", resetNotice)))
+	a.reset(ResetBroken, why, nil)
+}
+
+// beginInterrupt starts stopping the command left waiting for input. It
+// may have ended by itself since (read -t): then bash printed its prompt,
+// and nothing is sent to it. Otherwise a probe comes first, then SIGINT.
+func (a *Actor) beginInterrupt(ctx actor.Context) {
+	c, w := a.cur, a.waiting
+	if m := w.ended; m != nil {
+		a.waiting = nil
+		if a.proto.ps1Ours(*m) {
+			a.bash.seq, a.bash.seqKnown = m.seq, true
+		}
+		c.notes = append(c.notes, fmt.Sprintf("[the previous command, %s, which was waiting for input, ended by itself with status %d]", w.who, m.status))
+		a.next(ctx)
+		return
+	}
+	ex := a.begin(stepInterrupt)
+	ex.flushed = true
+	ex.intr = &interrupt{who: w.who, step: -1}
+	a.proc.Probe(probeTag{ex.gen}, false)
+}
+
+// escalate moves the interrupt sequence on: SIGINT, then end-of-file (a
+// byte that readline-based programs take as such), then SIGTERM and SIGKILL
+// to the foreground job; only a job that survives all that, or bash itself
+// waiting, costs the shell.
+func (a *Actor) escalate(ctx actor.Context) {
+	c, in := a.cur, a.ex.intr
+	in.step++
+	in.stepAt = time.Now()
+	pgrp, _ := a.proc.ForegroundGroup()
+	job := pgrp > 1 && pgrp != a.proc.PID()
+	switch {
+	case in.step == 0:
+		if err := a.proc.Signal(syscall.SIGINT); err != nil {
+			c.notes = append(c.notes, fmt.Sprintf("[the previous command, %s, was still waiting for input and could not be interrupted (%v), so the shell was reset; this call runs in a fresh shell]", in.who, err))
+			a.reset(ResetBroken, err.Error(), c)
+			return
+		}
+		c.notes = append(c.notes, fmt.Sprintf("[the previous command, %s, was still waiting for input: sent it SIGINT]", in.who))
+	case in.step == 1:
+		c.notes = append(c.notes, "[it kept waiting after SIGINT: sent end-of-file (Ctrl-D)]")
+		a.proc.Write([]byte{4})
+	case in.step == 2 && job:
+		c.notes = append(c.notes, "[it kept waiting: sent SIGTERM to the foreground job]")
+		_ = a.proc.Signal(syscall.SIGTERM)
+	case in.step == 3 && job:
+		c.notes = append(c.notes, "[it kept waiting: sent SIGKILL to the foreground job]")
+		_ = a.proc.Signal(syscall.SIGKILL)
+	default:
+		c.notes = append(c.notes, "[it could not be stopped, so the shell was reset; this call runs in a fresh shell]")
+		a.reset(ResetStuck, in.who, c)
+		return
+	}
+	// A marker from here on is bash's answer to this step.
+	a.ex.ps1, a.ex.ps2, a.ex.query = nil, 0, nil
+	a.wait.Start(a.proc)
+	a.armStep(stepTimeout)
+}
+
+func (a *Actor) interruptDone(ctx actor.Context) {
+	ex, c := &a.ex, a.cur
+	w := a.waiting
+	a.waiting = nil
+	switch {
+	case ex.markers() > 1:
+		// Someone printed markers while it was being stopped: the command
+		// number is not known; the call goes on.
+		a.bash.seqKnown = false
+	case len(ex.ps1) == 1:
+		m := ex.ps1[0]
+		a.bash.seq, a.bash.seqKnown = m.seq, true
+		if ex.intr.step < 0 {
+			c.notes = append(c.notes, fmt.Sprintf("[the previous command, %s, which was waiting for input, ended by itself with status %d]", w.who, m.status))
+		} else {
+			c.notes = append(c.notes, fmt.Sprintf("[it stopped with status %d]", m.status))
+		}
+	default:
+		// Back at the prompt, but the prompt is not ours: ask.
+		a.bash.needQuery = true
+	}
+	a.next(ctx)
+}
+
+func (a *Actor) shellExited(ctx actor.Context, st ptyproc.ExitStatus, unread bool) {
+	how := "[shell exited]"
+	switch {
+	case st.Signal != 0:
+		how = fmt.Sprintf("[shell killed by signal: %s]", ptyproc.SignalName(st.Signal))
+	case st.Code >= 0:
+		how = fmt.Sprintf("[shell exited: code %d]", st.Code)
+	}
+	if changed, err := a.proc.RestoreModes(); changed && err == nil {
+		how = how[:len(how)-1] + "; a command had changed the terminal's modes (stty), which can make bash read end-of-file]"
+	}
+	c := a.cur
+	a.flushCarry()
+	switch {
+	case c != nil && c.begun && a.ex.step == stepText && unread && !c.ran && c.next == 1:
+		// The shell ended before it read this command (it was exiting
+		// already): run the command in a fresh shell instead of claiming it
+		// ran.
+		c.notes = append(c.notes, how[:len(how)-1]+" before it read this command; it runs in a fresh shell]")
+		c.begun, c.lines, c.next = false, nil, 0
+		c.out = newCollector(a.opts.Config.MaxOutputChars)
+		a.reset(ResetExited, st.String(), c)
+	case c != nil && c.begun:
+		r := Result{ShellExited: st.String(), ShellReset: true, FreshShell: c.fresh}
+		a.finish(ctx, c, a.render(c, &r, append(a.unrun(c), how, resetNotice)))
+		a.reset(ResetExited, st.String(), nil)
+	case c != nil:
+		// The shell ended before this call's text was typed: the call goes
+		// on in a fresh shell.
+		c.notes = append(c.notes, how[:len(how)-1]+"; this call runs in a fresh shell]")
+		a.reset(ResetExited, st.String(), c)
+	default:
+		a.kept.note = how[:len(how)-1] + " after the previous call; this call runs in a fresh shell]"
+		a.reset(ResetExited, st.String(), nil)
+	}
+}
