@@ -84,3 +84,15 @@ func call(t *testing.T, h *host.Host, agent, tool, args string) (text string, is
 	}
 	return r.Text, r.IsError, data
 }
+
+// bashWith runs one command with arguments changed by opts.
+func bashWith(t *testing.T, h *host.Host, agent, command string, opts ...func(*shell.Args)) shell.Result {
+	t.Helper()
+	args := shell.Args{Command: command}
+	for _, o := range opts {
+		o(&args)
+	}
+	return bashArgs(t, h, agent, args)
+}
+
+func timeoutMs(ms int64) func(*shell.Args) { return func(a *shell.Args) { a.TimeoutMs = ms } }

@@ -15,6 +15,11 @@ var syscallKinds = map[int]syscallKind{
 	441: kindEpoll,     // epoll_pwait2
 	61:  kindWaitChild, // wait4
 	247: kindWaitChild, // waitid
+	// A leader waiting for a signal is a supervisor (timeout, a shell's
+	// wait builtin, tini): the work is a child's too.
+	130: kindWaitChild, // rt_sigsuspend
+	34:  kindWaitChild, // pause
+	128: kindWaitChild, // rt_sigtimedwait
 }
 
 // Where select and poll keep their timeouts on linux/amd64.

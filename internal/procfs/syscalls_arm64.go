@@ -13,6 +13,9 @@ var syscallKinds = map[int]syscallKind{
 	441: kindEpoll,     // epoll_pwait2
 	260: kindWaitChild, // wait4
 	95:  kindWaitChild, // waitid
+	// A leader waiting for a signal is a supervisor: the work is a child's.
+	133: kindWaitChild, // rt_sigsuspend
+	137: kindWaitChild, // rt_sigtimedwait
 }
 
 // Where pselect6 and ppoll keep their timeouts on linux/arm64.

@@ -170,7 +170,7 @@ var syscallNames = map[syscallKind]string{
 	kindSelect:    "select",
 	kindPoll:      "poll",
 	kindEpoll:     "epoll_wait",
-	kindWaitChild: "wait4",
+	kindWaitChild: "wait4", // or a wait for a signal
 }
 
 // terminal is the terminal asked about: its slave's path and device number.

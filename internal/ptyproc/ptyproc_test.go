@@ -670,6 +670,13 @@ func TestProbe(t *testing.T) {
 			t.Errorf("Probe names %p, want %p", pr.Proc, r.p)
 		}
 	})
+	t.Run("cat under a supervisor waiting for a signal", func(t *testing.T) {
+		r := run(t, "timeout", "--foreground", "100", "cat")
+		pr := r.probeUntil("cat waiting", waiting)
+		if pr.Wait.Comm != "cat" || pr.Wait.PID == r.p.PID() {
+			t.Errorf("waiter %+v, want cat, a child of timeout (%d)", pr.Wait, r.p.PID())
+		}
+	})
 	t.Run("sleep", func(t *testing.T) {
 		r := run(t, "sleep", "100")
 		for range 20 {
