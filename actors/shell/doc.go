@@ -9,31 +9,34 @@
 // # The protocol with bash
 //
 // See protocol.go. The command text is typed as it is, on a terminal in
-// literal input mode: one line as it is, several lines inside "{" and "}" so
-// that bash reads all of them before it runs any. bash prints the
+// literal input mode, one line at a time: a line is typed when bash, proven
+// back at its prompt, has answered the one before. bash prints the
 // completion marker itself, as its prompt (PS1): its command number, $? and
-// a check that PS2 is ours. Nothing of the protocol runs as a shell command
-// on the usual path, so a command that redefines or disables builtins, sets
-// traps, xtrace, readline modes or unsets variables meets its own commands
-// only.
+// checks that the prompts are ours; PS2 marks a continuation. Nothing of the
+// protocol runs as a shell command on the usual path, so a command that
+// redefines or disables builtins, sets traps, xtrace, readline modes or
+// unsets variables meets its own commands only, and a command that reads
+// its input cannot swallow the lines after it. Like a script, the text stops
+// at a line bash could not run (a syntax error), and the result names the
+// lines that were not run.
 //
 // # Completion is proven, not announced
 //
-// Anyone can print a marker. One is taken only when a probe taken after
-// every byte before it was delivered (ptyproc.Probe) shows bash blocked in
-// one of its own input reads, learned at start-up (see promptSigs), with the
-// input read. A probe that finds a job in the foreground, or bash blocked in
-// anything else, voids the markers seen so far: a command printed them. One
-// line of text must give exactly one marker, with the command number before
-// or after it; more than that makes the status unknown, never the forger's.
-// A marker with a number bash cannot be at is dropped.
+// Anyone can print a marker. An exchange ends only on a probe taken after
+// every byte before it was delivered (ptyproc.Probe) that shows bash blocked
+// in one of its own input reads, learned at start-up (see promptSigs), with
+// the input read. Then the markers since the line was typed are counted:
+// exactly one, PS1 or PS2, with a command number bash can be at. Any other
+// count makes the status unknown, never a forger's, and nothing more of the
+// text is typed.
 //
 // When bash is back at its prompt with no marker of ours (a command changed
-// PS1, PS2, promptvars or stderr), a status query line reports $? and the
+// PS1, PS2, promptvars or stderr), a status query, a read-only function
+// defined at start-up and called with a fresh token, reports $? and the
 // prompt state on the terminal itself and makes the prompts ours again where
-// it can; while PS1 cannot be made ours, every call ends with that query.
-// When PS2 cannot, text is typed as one eval line instead of a group. When
-// bash waits for the rest of an incomplete text, SIGINT cancels it, as Ctrl-C
+// it can; while PS1 cannot be made ours, every line ends with that query.
+// While PS2 is not ours, text is typed as one eval line instead. When bash
+// waits for the rest of an incomplete text, SIGINT cancels it, as Ctrl-C
 // would.
 //
 // # Results
@@ -53,16 +56,18 @@
 //     starts fresh;
 //   - a waiting-for-input note when a program is proven blocked reading the
 //     terminal (see internal/procfs) and no marker came: the call returns
-//     early with the output so far. The next call first stops that program
-//     (SIGINT, end-of-file, then SIGTERM and SIGKILL to the foreground job)
-//     and says what it did; only a program that survives all of it, or bash
-//     itself waiting, costs the shell.
+//     early with the output so far. The next call reports it if it ended by
+//     itself meanwhile; otherwise it first stops that program (SIGINT,
+//     end-of-file, then SIGTERM and SIGKILL to the foreground job) and says
+//     what it did; only a program that survives all of it, or bash itself
+//     waiting, costs the shell.
 //
 // Output that background jobs print between calls opens the next result
 // under "[output since the previous call]", in whole lines (a line cut by the
-// start of the call goes on in the call's own output). Every byte is in
-// exactly one result, in order, or counted in a notice where it was dropped.
-// Job-control notices are bash's own output and are kept.
+// start of the call goes on in the call's own output), also when the shell
+// died meanwhile. Every byte is in exactly one result, in order, or counted
+// in a notice where it was dropped. Job-control notices are bash's own
+// output and are kept.
 //
 // # Messages
 //
