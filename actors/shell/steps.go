@@ -99,13 +99,16 @@ func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 		a.startProbe(ctx, p)
 		return
 	}
-	switch a.classify(p) {
+	state := a.classify(p)
+	switch state {
 	case stateAtPrompt:
 		a.wait.Stop()
 		a.atPrompt(ctx)
 		return
 	case stateUnknown:
-		a.reprobe(p)
+		if a.reprobe(p) {
+			return
+		}
 	}
 	if ex.step == stepInterrupt && ex.intr.step < 0 {
 		if _, ours := p.Tag.(probeTag); ours {
@@ -143,12 +146,15 @@ func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 // tracker's looks go on, with their backoff.
 const maxReprobes = 3
 
-// reprobe takes an inconclusive probe of ours again, a few times.
-func (a *Actor) reprobe(p *ptyproc.Probe) {
+// reprobe takes an inconclusive probe of ours again, a few times, and
+// reports whether it did.
+func (a *Actor) reprobe(p *ptyproc.Probe) bool {
 	if _, ours := p.Tag.(probeTag); ours && a.ex.reprobes < maxReprobes {
 		a.ex.reprobes++
 		a.proc.Probe(probeTag{a.ex.gen}, false)
+		return true
 	}
+	return false
 }
 
 // stoppedShell continues a bash that stopped itself (kill -STOP $$,
@@ -493,20 +499,12 @@ func (a *Actor) broken(ctx actor.Context, why string) {
 	a.reset(ResetBroken, why, nil)
 }
 
-// beginInterrupt starts stopping the command left waiting for input. It
-// may have ended by itself since (read -t): then bash printed its prompt,
-// and nothing is sent to it. Otherwise a probe comes first, then SIGINT.
+// beginInterrupt starts stopping the command left waiting for input. A probe
+// comes first: the command may have ended by itself since (a read with a
+// timeout), and then nothing is sent to bash. (A marker seen between calls
+// is no proof: anyone can print one.) Otherwise SIGINT follows.
 func (a *Actor) beginInterrupt(ctx actor.Context) {
-	c, w := a.cur, a.waiting
-	if m := w.ended; m != nil {
-		a.waiting = nil
-		if a.proto.ps1Ours(*m) {
-			a.bash.seq, a.bash.seqKnown = m.seq, true
-		}
-		c.notes = append(c.notes, fmt.Sprintf("[the previous command, %s, which was waiting for input, ended by itself with status %d]", w.who, m.status))
-		a.next(ctx)
-		return
-	}
+	w := a.waiting
 	ex := a.begin(stepInterrupt)
 	ex.flushed = true
 	ex.intr = &interrupt{who: w.who, step: -1}
@@ -560,14 +558,20 @@ func (a *Actor) interruptDone(ctx actor.Context) {
 		// Someone printed markers while it was being stopped: the command
 		// number is not known; the call goes on.
 		a.bash.seqKnown = false
+	case ex.intr.step < 0:
+		// Proven back at its prompt before anything was sent: the command
+		// ended by itself, with the status of the marker bash printed then.
+		if m := w.ended; m != nil && a.proto.ps1Ours(*m) {
+			a.bash.seq, a.bash.seqKnown = m.seq, true
+			c.notes = append(c.notes, fmt.Sprintf("[the previous command, %s, which was waiting for input, ended by itself with status %d]", w.who, m.status))
+		} else {
+			a.bash.seqKnown = false
+			c.notes = append(c.notes, fmt.Sprintf("[the previous command, %s, which was waiting for input, ended by itself]", w.who))
+		}
 	case len(ex.ps1) == 1:
 		m := ex.ps1[0]
 		a.bash.seq, a.bash.seqKnown = m.seq, true
-		if ex.intr.step < 0 {
-			c.notes = append(c.notes, fmt.Sprintf("[the previous command, %s, which was waiting for input, ended by itself with status %d]", w.who, m.status))
-		} else {
-			c.notes = append(c.notes, fmt.Sprintf("[it stopped with status %d]", m.status))
-		}
+		c.notes = append(c.notes, fmt.Sprintf("[it stopped with status %d]", m.status))
 	default:
 		// Back at the prompt, but the prompt is not ours: ask.
 		a.bash.needQuery = true
