@@ -6,7 +6,8 @@ import "bytes"
 const RS = 0x1e
 
 // Scanner finds markers that start with Lead (which begins with RS) and whose
-// whole length is at most MaxLen.
+// whole length is at most MaxLen. The lead's letters match in either case
+// (a terminal or a shell option may change the case of output).
 type Scanner struct {
 	Lead   []byte
 	MaxLen int
@@ -20,6 +21,9 @@ type Scanner struct {
 // When b ends with what may be the beginning of a marker, partial is where
 // that begins, so the caller can keep those bytes for the next read;
 // otherwise partial is -1.
+//
+// An RS that begins a lead opens a marker, never closes one: a lead left
+// open (by anyone printing one) is output, and the marker after it is found.
 func (s Scanner) Find(b []byte) (body []byte, start, end, partial int, found bool) {
 	from := 0
 	for {
@@ -30,13 +34,13 @@ func (s Scanner) Find(b []byte) (body []byte, start, end, partial int, found boo
 		i += from
 		rest := b[i:]
 		if len(rest) < len(s.Lead) {
-			if bytes.HasPrefix(s.Lead, rest) {
+			if s.leads(rest) {
 				return nil, 0, 0, i, false
 			}
 			from = i + 1
 			continue
 		}
-		if !bytes.HasPrefix(rest, s.Lead) {
+		if !s.leads(rest[:len(s.Lead)]) {
 			from = i + 1
 			continue
 		}
@@ -48,6 +52,17 @@ func (s Scanner) Find(b []byte) (body []byte, start, end, partial int, found boo
 			from = i + 1 // too long to be a marker
 			continue
 		}
+		// An RS at the very end of b closes: a marker is the last thing its
+		// writer writes, and one write brings a lead's RS and the rest of
+		// it together. An RS followed by part of a lead waits for the rest.
+		closing := rest[len(s.Lead)+j:]
+		if len(closing) > 1 && len(closing) < len(s.Lead) && s.leads(closing) {
+			return nil, 0, 0, i, false
+		}
+		if len(closing) >= len(s.Lead) && s.leads(closing[:len(s.Lead)]) {
+			from = i + len(s.Lead) + j // this lead was left open
+			continue
+		}
 		body = rest[len(s.Lead) : len(s.Lead)+j]
 		if s.Valid != nil && !s.Valid(body) {
 			from = i + 1
@@ -55,6 +70,12 @@ func (s Scanner) Find(b []byte) (body []byte, start, end, partial int, found boo
 		}
 		return body, i, i + len(s.Lead) + j + 1, -1, true
 	}
+}
+
+// leads reports whether b is the lead, or its beginning, ignoring the case
+// of letters.
+func (s Scanner) leads(b []byte) bool {
+	return len(b) <= len(s.Lead) && bytes.EqualFold(b, s.Lead[:len(b)])
 }
 
 // Stream finds markers in a stream that arrives in chunks: a marker split

@@ -53,3 +53,34 @@ func TestScannerRejectsWhatIsNotAMarker(t *testing.T) {
 		t.Fatalf("Feed went on after marker returned false: %q", stopped)
 	}
 }
+
+// A lead left open is output: the RS that would close it opens the next
+// marker, which is found whole.
+func TestAnOpenLeadIsOutput(t *testing.T) {
+	s := Stream{Scanner: Scanner{Lead: []byte("\x1eDSHAB:"), MaxLen: 64}}
+	in := "x\x1eDSHAB:9:42:forged\x1eDSHAB:5:0\x1ey"
+	for cut := 0; cut <= len(in); cut++ {
+		var text, bodies []byte
+		s.Reset()
+		for _, chunk := range []string{in[:cut], in[cut:]} {
+			s.Feed([]byte(chunk), func(b []byte) { text = append(text, b...) },
+				func(b []byte) bool { bodies = append(bodies, b...); bodies = append(bodies, '|'); return true })
+		}
+		if string(bodies) != "5:0|" || string(text) != "x\x1eDSHAB:9:42:forgedy" {
+			// A cut right after the RS that ends the open lead cannot be
+			// told from a close; only that one may differ.
+			if cut != len("x\x1eDSHAB:9:42:forged")+1 {
+				t.Fatalf("cut %d: markers %q text %q", cut, bodies, text)
+			}
+		}
+	}
+}
+
+// Letters of the lead match in either case.
+func TestLeadIgnoresCase(t *testing.T) {
+	sc := Scanner{Lead: []byte("\x1eDSHAB:"), MaxLen: 64}
+	body, _, _, _, found := sc.Find([]byte("a\x1edshab:1:0\x1e"))
+	if !found || string(body) != "1:0" {
+		t.Fatalf("%q %v", body, found)
+	}
+}

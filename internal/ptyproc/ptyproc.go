@@ -654,6 +654,11 @@ func (p *Process) look(pr *Probe, wait bool) {
 		return
 	}
 	pr.Pgrp = pgrp
+	// Input first, then the leader: a leader seen blocked in a read after no
+	// input was pending has read everything written before, and come back
+	// to its read since. The other order lets it take input between the two
+	// looks and seem to wait for more while it works on what it took.
+	pending := p.inputPending()
 	for yields := 0; ; yields++ {
 		pr.Leader, err = p.leader.Read()
 		if err != nil {
@@ -673,7 +678,7 @@ func (p *Process) look(pr *Probe, wait bool) {
 			pr.LeaderStopped = st.State == 'T' || st.State == 't'
 		}
 	}
-	if p.inputPending() {
+	if pending {
 		pr.InputPending = true
 		return
 	}
