@@ -82,6 +82,9 @@ type kept struct {
 	queue []*call
 	note  string
 	idle  collector
+	// idleEnded: idle holds output of a shell that is gone; its last line,
+	// even if cut, is not continued by the next shell's output.
+	idleEnded bool
 }
 
 // Actor owns one persistent bash. See the package documentation.
@@ -369,8 +372,11 @@ func (a *Actor) flushed() {
 		// output, so the bytes stay in order.
 		c.begun = true
 		before, partial := a.kept.idle.splitLastLine()
+		if a.kept.idleEnded {
+			before, partial = a.kept.idle, nil
+		}
 		c.before.add(before) // after what an earlier start of this call kept
-		a.kept.idle = newCollector(a.opts.Config.MaxOutputChars)
+		a.kept.idle, a.kept.idleEnded = newCollector(a.opts.Config.MaxOutputChars), false
 		c.out.write(partial)
 	}
 	a.wait.Start(a.proc)
@@ -380,7 +386,7 @@ func (a *Actor) flushed() {
 func (a *Actor) output(ctx actor.Context, data []byte) {
 	a.wait.Output()
 	a.stream.Feed(data, a.sink, func(body []byte) bool {
-		a.marker(ctx, parseMarker(body))
+		a.marker(ctx, a.proto.parseMarker(body))
 		return a.proc != nil // a marker that ended this shell ends the chunk
 	})
 }
@@ -449,6 +455,7 @@ func (a *Actor) teardown() {
 	if a.proc != nil {
 		a.opts.Reaper.Close(a.proc)
 		a.proc = nil
+		a.kept.idleEnded = !a.kept.idle.empty()
 	}
 	a.stream.Reset()
 	a.waiting = nil

@@ -51,6 +51,22 @@ func (c *collector) write(p []byte) {
 	}
 }
 
+// end is called when no more output comes: the bytes of a sequence cut off
+// at the end are shown as one U+FFFD each, so they count as characters
+// against the limit.
+func (c *collector) end() {
+	for c.decoded < len(c.head) {
+		if c.chars >= c.limit {
+			c.dropped += int64(len(c.head) - c.decoded)
+			c.head = c.head[:c.decoded]
+			c.full = true
+			return
+		}
+		c.decoded++
+		c.chars++
+	}
+}
+
 func (c *collector) empty() bool { return len(c.head) == 0 && c.dropped == 0 }
 
 // len is how many bytes are kept.

@@ -28,13 +28,14 @@ import (
 // Nothing of the protocol runs as a shell command on the usual path. bash
 // itself prints the completion marker as its prompt:
 //
-//	PS1 = RS "DSH" nonce ":" \# ":" $? ":" ${#PS1} ":" ${#PS2} ":" ${PS2:1:19} RS
+//	PS1 = RS "DSH" nonce ":" \# ":" $? ":" ${#PS1} ":" ${#PS2} ":" ${PS2:1:19} ":" ${PS1:1:n} RS
 //	PS2 = RS "DSH" nonce ":c" RS
 //
 // \# is bash's command number, which grows by one for every command line it
-// runs, $? the status of the last one; the lengths of PS1 and PS2 and the
-// head of PS2 tell that a command changed the prompts (every field has a
-// bounded length, whatever a command sets them to). The command text is
+// runs, $? the status of the last one; the lengths of PS1 and PS2, the head
+// of PS2 and PS1's own text between its RS bytes (n characters, shown only
+// while PS1 has the length of ours) tell that a command changed the prompts. Every field has a bounded length, whatever a
+// command sets the prompts to. The command text is
 // typed as it is, a line at a time: each line is typed when bash, proven
 // back at its prompt, has answered the one before with exactly one marker,
 // PS1 (it ran) or PS2 (it wants the rest of a quote, heredoc or compound
@@ -66,6 +67,8 @@ type protocol struct {
 	lead  []byte // markerLead + nonce + ":"
 	ps1   string
 	ps2   string
+	// ps1Inner is ps1 without its RS bytes: what its last field shows.
+	ps1Inner string
 	// tty is the slave's path, for the query line's test of stderr.
 	tty  string
 	scan inband.Scanner
@@ -84,7 +87,19 @@ func newProtocol(tty string) protocol {
 		tty:   tty,
 	}
 	// ${PS2+...}: set -u must not make the prompt an error when PS2 is unset.
-	p.ps1 = markerLead + nonce + `:\#:$?:${#PS1}:${PS2+${#PS2}}:${PS2+${PS2:1:19}}` + "\x1e"
+	// The last field is PS1's text between its RS bytes, when PS1 has the
+	// length of ours (a foreign PS1 would put its own RS bytes, and any
+	// length, in the marker). That text holds its own length: take the
+	// fixed point.
+	body := markerLead[1:] + nonce + `:\#:$?:${#PS1}:${PS2+${#PS2}}:${PS2+${PS2:1:19}}:${PS1:1:(${#PS1}==%d)*%d}`
+	for n := 0; ; {
+		inner := fmt.Sprintf(body, n+2, n)
+		if len(inner) == n {
+			p.ps1, p.ps1Inner = "\x1e"+inner+"\x1e", inner
+			break
+		}
+		n = len(inner)
+	}
 	p.scan = inband.Scanner{Lead: p.lead, MaxLen: maxMarkerLen}
 	return p
 }
@@ -135,34 +150,44 @@ func (p protocol) queryName() string { return "__dsh_" + p.nonce + "_q" }
 // and a token, it makes PS1, PS2 and promptvars ours again where it can and
 // reports on the terminal itself, in a "q" marker:
 //
-//	RS "DSH" nonce ":q:" token ":" status ":" PS1 attributes ":" PS2 attributes ":" prompt RS
+//	RS "DSH" nonce ":q:" token ":" number ":" status ":" PS1 attributes ":" PS2 attributes ":" prompt RS
 //
-// prompt is what the PS1 in force when it was called expands to (RS
-// replaced, cut to maxPromptText): bash printed that after the command. It
-// takes its own call out of the history and gives $? back.
+// number is bash's number of the line that called it; prompt is what the
+// PS1 in force when it was called expands to (RS replaced, cut to
+// maxPromptText): bash printed that after the command. It drops the
+// attributes that would change what is assigned to the prompts (declare
+// -l, -u, -c, -i, -n), takes its own call out of the history and gives $?
+// back. Its output goes to /dev/null but the report. xtrace, which may
+// write to any descriptor (BASH_XTRACEFD), is turned off for the function
+// (`local -` gives the options back on return); the two lines traced
+// before that carry the token. `history -p` removes the line being run
+// from the history exactly when bash saved it, so an entry of the user's
+// is never removed whatever HISTIGNORE and HISTCONTROL say.
 func (p protocol) queryFunc() string {
 	ours := func(name, value string) string {
 		return fmt.Sprintf(`[[ -v %[1]s && ${%[1]s@a} == *r* ]] || %[1]s=%[2]s; `, name, ansiC(value))
 	}
 	var b strings.Builder
-	// "${PS1-}" quoted: called through builtin, local is not known for a
-	// declaration when the line is parsed, so its argument would be split.
-	fmt.Fprintf(&b, `%s() { \builtin local p="${PS1-}"; p=${p@P}; p=${p//$'\036'/?}; p=${p:0:%d}; `, p.queryName(), maxPromptText)
+	// Quoted: called through builtin, local is not known for a declaration
+	// when the line is parsed, so its arguments would be split.
+	fmt.Fprintf(&b, `%s() { \builtin local - t="$2" p="${PS1-}" n='\#'; \builtin set +x -- "$@"; n="${n@P}"; p="${p@P}"; p="${p//$'\036'/?}"; p="${p:0:%d}"; `, p.queryName(), maxPromptText)
+	b.WriteString(`\builtin declare -g +i +l +u +c +n PS1 PS2; `)
 	b.WriteString(ours("PS1", p.ps1))
 	b.WriteString(ours("PS2", p.ps2))
-	fmt.Fprintf(&b, `\builtin shopt -s promptvars; \builtin printf '\036DSH%s:q:%%s:%%s:%%s:%%s:%%s\036' "$2" "$1" "${PS1@a}" "${PS2@a}" "$p" >%s; `, p.nonce, p.tty)
-	// Under set -e a status handed back that is not 0 would end the shell.
-	b.WriteString(`[[ -o history ]] && \builtin history -d -1; [[ $- == *e* ]] || \builtin return "$1"; }; `)
+	fmt.Fprintf(&b, `\builtin shopt -s promptvars; \builtin printf '\036DSH%s:q:%%s:%%s:%%s:%%s:%%s:%%s\036' "$2" "$n" "$1" "${PS1@a}" "${PS2@a}" "$p" >%s; `, p.nonce, p.tty)
+	b.WriteString(`\builtin history -p ''; \builtin return "$1"; } >/dev/null 2>&1; `)
 	fmt.Fprintf(&b, `\builtin readonly -f %s`, p.queryName())
 	return b.String()
 }
 
 // queryLine calls the status query with token. Its stderr goes to
-// /dev/null, so xtrace shows none of the function; it shows the call, which
-// carries the token, as `set -v` does: lines with the token are the
-// runtime's and are removed from the output.
+// /dev/null; xtrace and `set -v` show the call, which carries the token:
+// lines with the token are the runtime's and are removed from the output.
+// The call is the first part of an && list, so that under set -e a status
+// handed back that is not 0 does not end the shell, and $? is that status
+// afterwards.
 func (p protocol) queryLine(token string) []byte {
-	return []byte(`\` + p.queryName() + ` "$?" ` + token + " 2>/dev/null\n")
+	return []byte(`\` + p.queryName() + ` "$?" ` + token + " 2>/dev/null && [[ " + token + " ]]\n")
 }
 
 // newToken is a query's token: 16 upper-case hexadecimal digits.
@@ -308,34 +333,39 @@ const (
 // marker is a parsed marker.
 type marker struct {
 	kind   markerKind
-	seq    uint64 // PS1: bash's command number
+	seq    uint64 // PS1: bash's command number; query: the number of its line
 	status int    // PS1 and query: $?
-	// PS1: the lengths of PS1 and PS2 (-1: unset) and PS2's characters 1-19.
-	ps1Len, ps2Len int
-	ps2Head        string
+	// PS1: PS1 is the protocol's own (length and text); the length of PS2
+	// (-1: unset) and its characters 1-19.
+	ps1Ours bool
+	ps2Len  int
+	ps2Head string
 	// query: its token and the prompt state.
 	token                    string
 	ps1ReadOnly, ps2ReadOnly bool
 	prompt                   string
 }
 
-func parseMarker(body []byte) marker {
+func (p protocol) parseMarker(body []byte) marker {
 	s := string(body)
 	if s == "c" {
 		return marker{kind: markPS2}
 	}
 	if rest, ok := strings.CutPrefix(s, "q:"); ok {
-		f := strings.SplitN(rest, ":", 5)
-		if len(f) != 5 {
+		f := strings.SplitN(rest, ":", 6)
+		if len(f) != 6 {
 			return marker{}
 		}
-		st, err := strconv.Atoi(f[1])
-		if err != nil {
+		seq, err1 := strconv.ParseUint(f[1], 10, 64)
+		st, err2 := strconv.Atoi(f[2])
+		if err1 != nil || err2 != nil {
 			return marker{}
 		}
-		return marker{kind: markQuery, token: f[0], status: st, ps1ReadOnly: strings.Contains(f[2], "r"),
-			ps2ReadOnly: strings.Contains(f[3], "r"), prompt: f[4]}
+		return marker{kind: markQuery, token: f[0], seq: seq, status: st, ps1ReadOnly: strings.Contains(f[3], "r"),
+			ps2ReadOnly: strings.Contains(f[4], "r"), prompt: f[5]}
 	}
+	// PS2's head and PS1's text may hold colons: PS1's is known when it is
+	// ours.
 	f := strings.SplitN(s, ":", 5)
 	if len(f) != 5 {
 		return marker{}
@@ -350,14 +380,17 @@ func parseMarker(body []byte) marker {
 	if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
 		return marker{}
 	}
-	return marker{kind: markPS1, seq: seq, status: st, ps1Len: n1, ps2Len: n2, ps2Head: f[4]}
+	m := marker{kind: markPS1, seq: seq, status: st, ps2Len: n2, ps2Head: f[4]}
+	if head, ok := strings.CutSuffix(f[4], ":"+p.ps1Inner); ok && n1 == len(p.ps1) {
+		m.ps1Ours, m.ps2Head = true, head
+	}
+	return m
 }
 
-// ps1Ours and ps2Ours tell from a PS1 marker whether the prompts are still
-// the ones the protocol set.
-func (p protocol) ps1Ours(m marker) bool { return m.ps1Len == len(p.ps1) }
+// ps2Ours tells from a PS1 marker whether PS2 is still the one the protocol
+// set (only a marker of a PS1 of ours tells its head apart).
 func (p protocol) ps2Ours(m marker) bool {
-	return m.ps2Len == len(p.ps2) && m.ps2Head == p.ps2[1:20]
+	return m.ps1Ours && m.ps2Len == len(p.ps2) && m.ps2Head == p.ps2[1:20]
 }
 
 // promptSigs are how bash's own reads of its input look in

@@ -2,6 +2,8 @@ package shell
 
 import (
 	"bytes"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -22,35 +24,45 @@ func TestNonceSurvivesUpperCasingOutput(t *testing.T) {
 }
 
 func TestParseMarker(t *testing.T) {
+	p := newProtocol("/dev/pts/0")
+	n := strconv.Itoa(len(p.ps1))
+	head := p.ps2[1:20]
 	cases := []struct {
 		body string
 		want marker
 	}{
-		{"7:0:183:23:DSHABCDEF0123456789:c", marker{kind: markPS1, seq: 7, ps1Len: 183, ps2Len: 23, ps2Head: "DSHABCDEF0123456789:c"}},
-		{"12:130:183::", marker{kind: markPS1, seq: 12, status: 130, ps1Len: 183, ps2Len: -1}}, // PS2 unset
-		{"3:2:9:2:> ", marker{kind: markPS1, seq: 3, status: 2, ps1Len: 9, ps2Len: 2, ps2Head: "> "}},
-		{"3:2:9:3:a:b", marker{kind: markPS1, seq: 3, status: 2, ps1Len: 9, ps2Len: 3, ps2Head: "a:b"}}, // a colon in PS2
+		{"7:0:" + n + ":23:" + head + ":" + p.ps1Inner, marker{kind: markPS1, seq: 7, ps1Ours: true, ps2Len: 23, ps2Head: head}},
+		{"12:130:" + n + "::" + ":" + p.ps1Inner, marker{kind: markPS1, seq: 12, status: 130, ps1Ours: true, ps2Len: -1}}, // PS2 unset
+		{"3:2:" + n + ":3:a:b:" + p.ps1Inner, marker{kind: markPS1, seq: 3, status: 2, ps1Ours: true, ps2Len: 3, ps2Head: "a:b"}}, // a colon in PS2
+		// PS1 changed: another length, or the same length and other text.
+		{"3:2:9:2:> :" + p.ps1Inner, marker{kind: markPS1, seq: 3, status: 2, ps2Len: 2, ps2Head: "> :" + p.ps1Inner}},
+		{"3:2:" + n + ":2:> :" + strings.Replace(p.ps1Inner, "$?", "42", 1), marker{kind: markPS1, seq: 3, status: 2, ps2Len: 2,
+			ps2Head: "> :" + strings.Replace(p.ps1Inner, "$?", "42", 1)}},
 		{"c", marker{kind: markPS2}},
-		{"q:T0K:1:r::$ ", marker{kind: markQuery, token: "T0K", status: 1, ps1ReadOnly: true, prompt: "$ "}},
-		{"q:T0K:0::r: a:b ", marker{kind: markQuery, token: "T0K", ps2ReadOnly: true, prompt: " a:b "}},
-		{"q:T0K:x:::", marker{}},
+		{"q:T0K:8:1:r::$ ", marker{kind: markQuery, token: "T0K", seq: 8, status: 1, ps1ReadOnly: true, prompt: "$ "}},
+		{"q:T0K:9:0::r: a:b ", marker{kind: markQuery, token: "T0K", seq: 9, ps2ReadOnly: true, prompt: " a:b "}},
+		{"q:T0K:x:0:::", marker{}},
+		{"q:T0K:1:x:::", marker{}},
+		{"q:T0K:1:0::", marker{}},
 		{"7:0:1:=", marker{}},
 		{"x:0:1:2:=", marker{}},
 		{`5:$?:${#PS1}:${PS2+${#PS2}}:${PS2+${PS2:1:19}}`, marker{}}, // promptvars off
 		{"", marker{}},
 	}
 	for _, c := range cases {
-		if got := parseMarker([]byte(c.body)); got != c.want {
+		if got := p.parseMarker([]byte(c.body)); got != c.want {
 			t.Errorf("%q: got %+v, want %+v", c.body, got, c.want)
 		}
 	}
-	p := newProtocol("/dev/pts/0")
-	ours := marker{kind: markPS1, ps1Len: len(p.ps1), ps2Len: len(p.ps2), ps2Head: p.ps2[1:20]}
-	if !p.ps1Ours(ours) || !p.ps2Ours(ours) {
-		t.Error("the protocol's own prompts are not recognised")
+	ours := p.parseMarker([]byte("1:0:" + n + ":" + strconv.Itoa(len(p.ps2)) + ":" + head + ":" + p.ps1Inner))
+	if !ours.ps1Ours || !p.ps2Ours(ours) {
+		t.Errorf("the protocol's own prompts are not recognised: %+v", ours)
 	}
-	if other := ours; p.ps2Ours(marker{ps2Len: 2, ps2Head: "> "}) || p.ps1Ours(marker{ps1Len: other.ps1Len + 7}) {
-		t.Error("changed prompts taken for ours")
+	if p.ps2Ours(marker{ps1Ours: true, ps2Len: 2, ps2Head: "> "}) || p.ps2Ours(marker{ps2Len: len(p.ps2), ps2Head: head}) {
+		t.Error("a changed PS2 taken for ours")
+	}
+	if len(p.ps1) != len(p.ps1Inner)+2 || !strings.HasSuffix(p.ps1, fmt.Sprintf(":${PS1:1:(${#PS1}==%d)*%d}\x1e", len(p.ps1), len(p.ps1Inner))) {
+		t.Errorf("PS1 %q does not show its own text", p.ps1)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
+	"github.com/dsh-actors/dsh-actors/internal/sigstate"
 	"github.com/dsh-actors/dsh-actors/internal/waitproof"
 )
 
@@ -37,7 +38,7 @@ func (a *Actor) marker(ctx actor.Context, m marker) {
 	}
 	switch m.kind {
 	case markPS1:
-		if b := a.bash; b.seqKnown && (m.seq < b.seq || m.seq > b.seq+1) {
+		if b := a.bash; ex.step != stepQuery && b.seqKnown && (m.seq < b.seq || m.seq > b.seq+1) {
 			return // a command number bash cannot be at: not bash's
 		}
 		ex.ps1 = append(ex.ps1, m)
@@ -193,6 +194,19 @@ func (a *Actor) stderrElsewhere() bool {
 	return err != nil || out != a.proc.TTYName()
 }
 
+// textStolen names a program other than bash that reads the terminal from
+// bash's own process group (a background job of a shell without job
+// control): typed text reaches whichever of them reads first. Empty when
+// there is none.
+func (a *Actor) textStolen() string {
+	readers, err := procfs.OtherReaders(a.proc.PID(), a.proc.TTYName())
+	if err != nil || len(readers) == 0 {
+		return ""
+	}
+	return describeWaiter(readers[0]) + ", which reads the same terminal from the shell's own process group " +
+		"(a background job of a shell without job control, set +m),"
+}
+
 // atPrompt: bash is proven back at its prompt; the exchange is over.
 func (a *Actor) atPrompt(ctx actor.Context) {
 	switch a.ex.step {
@@ -213,7 +227,7 @@ func (a *Actor) atPrompt(ctx actor.Context) {
 func (a *Actor) typeNext(ctx actor.Context) {
 	c := a.cur
 	if c.lines == nil {
-		if a.bash.ps2Foreign {
+		if a.bash.ps2Foreign || a.bash.ps1Stuck {
 			c.eval, c.lines = true, []string{normalizeNewlines(c.args.Command)}
 		} else {
 			c.lines = splitText(c.args.Command)
@@ -239,8 +253,13 @@ func (a *Actor) typeNext(ctx actor.Context) {
 func (a *Actor) lineDone(ctx actor.Context) {
 	ex, c := &a.ex, a.cur
 	switch {
-	case ex.markers() > 1:
+	case ex.markers() > 1, c.eval && ex.ps2 > 0:
+		// An eval line is complete: bash never asks for more of it.
 		a.conflict(ctx)
+		return
+	case a.bash.ps1Stuck:
+		// bash prints no marker of ours: any marker is someone else's.
+		a.query(true)
 		return
 	case ex.markers() == 0:
 		// Back at the prompt, no marker of ours: the line changed PS1,
@@ -257,18 +276,25 @@ func (a *Actor) lineDone(ctx actor.Context) {
 		return
 	}
 	m := ex.ps1[0]
-	if !a.proto.ps1Ours(m) {
+	if !m.ps1Ours {
 		// PS1 has text of someone else's around the marker (an activation
 		// script): bash printed it after the line. Ask, to know it.
 		a.query(true)
 		return
 	}
-	c.continuing = false
 	ran := !a.bash.seqKnown || m.seq != a.bash.seq
 	a.bash.seq, a.bash.seqKnown = m.seq, true
 	a.notePS2(c, m)
+	a.lineAnswered(ctx, ran, m.status)
+}
+
+// lineAnswered: bash read the line just typed and ran it, or ran nothing;
+// status is $? afterwards.
+func (a *Actor) lineAnswered(ctx actor.Context, ran bool, status int) {
+	c := a.cur
+	c.continuing = false
 	if ran {
-		c.ran, c.status = true, m.status
+		c.ran, c.status = true, status
 		a.typeNext(ctx)
 		return
 	}
@@ -276,22 +302,33 @@ func (a *Actor) lineDone(ctx actor.Context) {
 		a.textDone(ctx) // blank text: nothing ran, as asked
 		return
 	}
-	// bash read the line and ran nothing: a syntax error (status 2) or a
-	// failed history expansion. As a script would, the text stops here.
+	if thief := a.textStolen(); thief != "" {
+		// The line never reached bash; $? is still an earlier command's.
+		r := Result{FreshShell: c.fresh, NotRun: !c.ran, StatusUnknown: true}
+		note := fmt.Sprintf("[bash did not get this command: %s took the typed text, so it did not run. "+
+			"Stop that program (kill %%1 or its pid) before running more commands]", thief)
+		if c.ran {
+			note = fmt.Sprintf("[bash did not get line %d of the command: %s took it, so it did not run]", c.next, thief)
+		}
+		a.finish(ctx, c, a.render(c, &r, append([]string{note}, a.unrun(c)...)))
+		return
+	}
+	// bash read the line and ran nothing: a syntax error (status 2). As a
+	// script would, the text stops here.
 	r := Result{FreshShell: c.fresh, NotRun: !c.ran}
 	var trailer []string
-	if m.status != 0 {
-		st := m.status
+	if status != 0 {
+		st := status
 		r.ExitCode = &st
 	}
 	if len(c.lines) > 1 && !c.eval {
 		trailer = append(trailer, fmt.Sprintf("[bash did not run line %d of the command (see its message above)]", c.next))
-	} else if m.status == 0 {
+	} else if status == 0 {
 		trailer = append(trailer, "[bash did not run this command (see its message above)]")
 	}
 	trailer = append(trailer, a.unrun(c)...)
-	if m.status != 0 {
-		trailer = append(trailer, fmt.Sprintf("[exit code: %d]", m.status))
+	if status != 0 {
+		trailer = append(trailer, fmt.Sprintf("[exit code: %d]", status))
 	}
 	a.finish(ctx, c, a.render(c, &r, trailer))
 }
@@ -401,8 +438,11 @@ func (a *Actor) queryDone(ctx actor.Context) {
 			return
 		}
 		why := "bash no longer reports the end of a command: a command changed its prompt (PS1, PS2, promptvars or standard error), " +
-			"and the runtime's status query failed too (it needs the builtins `builtin`, `printf`, `shopt` and `local`, " +
-			"a free file descriptor, and typed text reaching bash as it is: no bind of its keys)"
+			"and the runtime's status query failed too (it needs the builtins `builtin`, `printf`, `shopt`, `history` and `local` " +
+			"not shadowed by functions, a free file descriptor, and typed text reaching bash as it is: no bind of its keys)"
+		if thief := a.textStolen(); thief != "" {
+			why = "the runtime could not ask bash for the command's status: " + thief + " took the typed question"
+		}
 		if ex.afterLine {
 			r := Result{FreshShell: c.fresh, ShellReset: true, StatusUnknown: true}
 			a.finish(ctx, c, a.render(c, &r, append(a.unrun(c), "["+why+"; the shell was reset]", resetNotice)))
@@ -416,15 +456,18 @@ func (a *Actor) queryDone(ctx actor.Context) {
 	q := ex.query[0]
 	elsewhere := a.stderrElsewhere()
 	b := &a.bash
+	// The query's line was number q.seq: the line before it ran if that is
+	// one more than bash's number at the prompt it was typed at.
+	ran := !b.seqKnown || q.seq != b.seq
+	b.seq, b.seqKnown = q.seq+1, true
 	b.ps1Stuck = q.ps1ReadOnly || elsewhere
 	b.ps2Foreign = q.ps2ReadOnly
-	if n := len(ex.ps1); n > 0 {
-		// The query line's own prompt: PS1 is ours again.
-		m := ex.ps1[n-1]
-		b.seq, b.seqKnown = m.seq, true
-		b.ps2Foreign = b.ps2Foreign || !a.proto.ps2Ours(m)
-	} else {
-		b.seqKnown = false
+	// The query line's own prompt (PS1 is ours again unless it is stuck)
+	// tells whether PROMPT_COMMAND changed PS2 again.
+	for _, m := range ex.ps1 {
+		if m.seq == b.seq && m.ps1Ours && !a.proto.ps2Ours(m) {
+			b.ps2Foreign = true
+		}
 	}
 	if !ex.afterLine {
 		a.next(ctx)
@@ -438,13 +481,16 @@ func (a *Actor) queryDone(ctx actor.Context) {
 			c.out.trimSuffix(junk)
 		}
 	}
-	c.continuing = false
-	c.ran, c.status = true, q.status
-	if b.ps2Foreign && !c.eval && c.next < len(c.lines) {
+	if c.incomplete {
+		// Asked after SIGINT cancelled incomplete text.
+		a.finish(ctx, c, a.statusResult(c, q.status))
+		return
+	}
+	if (b.ps2Foreign || b.ps1Stuck) && !c.eval && c.next < len(c.lines) {
 		c.lines = append(c.lines[:c.next:c.next], joinLines(c.lines[c.next:]))
 		c.eval = true
 	}
-	a.typeNext(ctx)
+	a.lineAnswered(ctx, ran, q.status)
 }
 
 // cancelIncomplete: bash waits for the rest of the text (an unterminated
@@ -473,16 +519,18 @@ func (a *Actor) cancelDone(ctx actor.Context) {
 			break
 		}
 	}
-	if ex.markers() != 1 || len(ex.ps1) != 1 {
-		if ex.markers() == 0 && a.bash.ps1Stuck {
-			a.query(true) // no marker is expected: ask
+	if ex.markers() > 1 {
+		a.conflict(ctx)
+		return
+	}
+	if len(ex.ps1) != 1 || !ex.ps1[0].ps1Ours {
+		if ignored, _ := sigstate.Ignores(a.proc.PID(), syscall.SIGINT); ignored && len(ex.ps1) == 0 {
+			a.broken(ctx, "the command was incomplete and bash, which ignores SIGINT (trap '' INT), still waits for the rest of it")
 			return
 		}
-		if ex.markers() > 1 {
-			a.conflict(ctx)
-			return
-		}
-		a.broken(ctx, "the command was incomplete and bash did not come back to its prompt after SIGINT (it may ignore SIGINT)")
+		// Back at the prompt without a marker of ours (PS1 changed by
+		// PROMPT_COMMAND, say): ask.
+		a.query(true)
 		return
 	}
 	m := ex.ps1[0]
@@ -561,14 +609,14 @@ func (a *Actor) interruptDone(ctx actor.Context) {
 	case ex.intr.step < 0:
 		// Proven back at its prompt before anything was sent: the command
 		// ended by itself, with the status of the marker bash printed then.
-		if m := w.ended; m != nil && a.proto.ps1Ours(*m) {
+		if m := w.ended; m != nil && m.ps1Ours && !a.bash.ps1Stuck {
 			a.bash.seq, a.bash.seqKnown = m.seq, true
 			c.notes = append(c.notes, fmt.Sprintf("[the previous command, %s, which was waiting for input, ended by itself with status %d]", w.who, m.status))
 		} else {
 			a.bash.seqKnown = false
 			c.notes = append(c.notes, fmt.Sprintf("[the previous command, %s, which was waiting for input, ended by itself]", w.who))
 		}
-	case len(ex.ps1) == 1:
+	case len(ex.ps1) == 1 && ex.ps1[0].ps1Ours && !a.bash.ps1Stuck:
 		m := ex.ps1[0]
 		a.bash.seq, a.bash.seqKnown = m.seq, true
 		c.notes = append(c.notes, fmt.Sprintf("[it stopped with status %d]", m.status))

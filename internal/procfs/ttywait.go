@@ -57,11 +57,7 @@ type Wait struct {
 // for a child does it scan /proc for the other members, since that costs a
 // read per process on the machine.
 func TTYWait(pgrp int, ttyPath string) (Wait, error) {
-	tty := terminal{path: ttyPath, nr: -1}
-	var st unix.Stat_t
-	if err := unix.Stat(ttyPath, &st); err == nil {
-		tty.nr = encodeDev(st.Rdev)
-	}
+	tty := newTerminal(ttyPath)
 	leader, err := Stat(pgrp)
 	leaderAlive := err == nil && leader.PGRP == pgrp && !leader.Zombie()
 	if leaderAlive {
@@ -88,6 +84,38 @@ func TTYWait(pgrp int, ttyPath string) (Wait, error) {
 		}
 	}
 	return best, nil
+}
+
+// OtherReaders lists the members of process group pgrp other than its
+// leader that are proven blocked reading the terminal ttyPath. When the
+// leader is a shell at its prompt, they compete with it for every line
+// typed: a background job of a shell without job control (set +m) runs in
+// the shell's own group, so the terminal lets it read.
+func OtherReaders(pgrp int, ttyPath string) ([]Wait, error) {
+	tty := newTerminal(ttyPath)
+	members, err := Group(pgrp)
+	if err != nil {
+		return nil, err
+	}
+	var readers []Wait
+	for _, m := range members {
+		if m.PID == pgrp {
+			continue
+		}
+		if w, _ := taskWait(m, tty); w.State == WaitingInput {
+			readers = append(readers, w)
+		}
+	}
+	return readers, nil
+}
+
+func newTerminal(ttyPath string) terminal {
+	tty := terminal{path: ttyPath, nr: -1}
+	var st unix.Stat_t
+	if err := unix.Stat(ttyPath, &st); err == nil {
+		tty.nr = encodeDev(st.Rdev)
+	}
+	return tty
 }
 
 // taskWait checks every thread of p. waitsForChild is true when a thread is

@@ -277,3 +277,28 @@ func TestTTYWaitFollowsTheProgram(t *testing.T) {
 	}
 	waitFor(t, tm.pid(), tm.tty, procfs.NotWaiting)
 }
+
+// A shell without job control waiting at a read, with a background job in
+// its own group that reads the terminal too: the job is the other reader,
+// the leader never is.
+func TestOtherReadersFindsABackgroundReader(t *testing.T) {
+	tm := startTerm(t, "bash", "--norc", "--noprofile", "-c", "set +m; cat /dev/tty >/dev/null & read x; wait")
+	var readers []procfs.Wait
+	testkit.Eventually(t, "cat reading beside its shell", func() (bool, string) {
+		var err error
+		readers, err = procfs.OtherReaders(tm.pid(), tm.tty)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(readers) == 1, fmt.Sprintf("%+v", readers)
+	})
+	if readers[0].PID == tm.pid() || readers[0].Comm != "cat" {
+		t.Fatalf("readers %+v", readers)
+	}
+	// A shell reading alone has no other reader.
+	alone := startTerm(t, "bash", "--norc", "--noprofile", "-c", "read x")
+	waitFor(t, alone.pid(), alone.tty, procfs.WaitingInput)
+	if r, err := procfs.OtherReaders(alone.pid(), alone.tty); err != nil || len(r) != 0 {
+		t.Fatalf("alone: %+v %v", r, err)
+	}
+}

@@ -187,3 +187,17 @@ func Reexec() error {
 	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
 	return fmt.Errorf("sigstate: re-executing %s to clear %s: %w", exe, st, err)
 }
+
+// Ignores reports whether process pid ignores sig (SIG_IGN, as `trap '' INT`
+// sets in bash).
+func Ignores(pid int, sig syscall.Signal) (bool, error) {
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false, fmt.Errorf("sigstate: %w", err)
+	}
+	ign, err := statusMask(status, "SigIgn")
+	if err != nil {
+		return false, err
+	}
+	return sig >= 1 && sig < 64 && ign&(1<<(sig-1)) != 0, nil
+}

@@ -1,0 +1,268 @@
+package shell_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/dsh-actors/dsh-actors/actors/shell"
+	"github.com/dsh-actors/dsh-actors/config"
+	"github.com/dsh-actors/dsh-actors/internal/sigstate"
+	"github.com/dsh-actors/dsh-actors/internal/testkit"
+)
+
+// Cases from a second hostile review of the bash tool's completion
+// protocol: each once ended a call with a status bash never reported, lost
+// state, or showed the protocol.
+
+// A command that rewrites the status inside PS1 (same length, so only the
+// prompt's text tells) cannot set its own status, now or later.
+func TestRewrittenPromptStatusIsFoundOut(t *testing.T) {
+	h := newHost(t, nil)
+	bash(t, h, "a", "X=kept")
+	for _, c := range []struct{ cmd, want string }{
+		{`PS1=${PS1/'$?'/42}; false`, "1"},
+		{`(exit 3)`, "3"},
+		{`true`, "0"},
+		{`PS1=${PS1/'\#'/99}; (exit 5)`, "5"},
+		{`echo $X`, "0"},
+	} {
+		res := bash(t, h, "a", c.cmd)
+		if res.StatusUnknown || exitCode(res) != c.want || res.FreshShell || res.ShellReset {
+			t.Fatalf("%q: %q %+v, want exit %s", c.cmd, res.Text, res, c.want)
+		}
+	}
+}
+
+// PS2 markers printed while PS1 cannot be the runtime's (read-only) never
+// make a call look incomplete or end it.
+func TestForgedPS2UnderAStuckPS1(t *testing.T) {
+	h := newHost(t, nil)
+	bash(t, h, "a", "X=kept; P2=${PS2@P}; readonly PS1='$ '")
+	for range 3 {
+		res := bash(t, h, "a", `printf '%s' "$P2"; echo "[$X]"; (exit 3)`)
+		if (!res.StatusUnknown && exitCode(res) != "3") || !strings.Contains(res.Text, "[kept]\n") || res.WaitingForInput || res.NotRun {
+			t.Fatalf("%q %+v", res.Text, res)
+		}
+	}
+	// A syntax error still stops the text where it is.
+	res := bash(t, h, "a", "echo before\nif then\necho after")
+	if exitCode(res) != "2" || !strings.Contains(res.Text, "before\n") || strings.Contains(res.Text, "after\n") ||
+		!strings.Contains(res.Text, "syntax error") {
+		t.Fatalf("syntax error under a stuck PS1: %q %+v", res.Text, res)
+	}
+	wantText(t, bash(t, h, "a", "echo $X"), "kept\n")
+}
+
+// Attributes that change what the prompts expand to (case, integer) are
+// taken back; the calls after keep their state and show no marker.
+func TestPromptAttributesAreUndone(t *testing.T) {
+	h := newHost(t, nil)
+	for _, setup := range []string{"declare -l PS1", "declare -u PS2", "declare -u PS1 PS2", "declare -i PS2"} {
+		agent := "a" + strings.NewReplacer(" ", "", "-", "").Replace(setup)
+		bash(t, h, agent, "X=kept")
+		bash(t, h, agent, setup)
+		for range 2 {
+			res := bash(t, h, agent, "echo \"[$X]\"\necho two; (exit 3)")
+			if res.Text != "[kept]\ntwo\n[exit code: 3]" || res.FreshShell || res.ShellReset {
+				t.Fatalf("%s: %q %+v", setup, res.Text, res)
+			}
+		}
+	}
+}
+
+// Tracing and traps that see every command never show the runtime's own
+// lines, whichever file descriptor they write to.
+func TestTracingNeverShowsTheProtocol(t *testing.T) {
+	h := newHost(t, nil)
+	for _, setup := range []string{
+		"BASH_XTRACEFD=1; set -x; PS1='$ '",
+		"exec 7>&1; BASH_XTRACEFD=7; set -x; readonly PS1='$ '",
+		// A DEBUG trap that writes to /dev/tty itself sees the query's
+		// commands under functrace; to its standard output, nothing.
+		"set -T; trap 'echo \"DBG $BASH_COMMAND\"' DEBUG; PS1='$ '",
+		"set -T; trap 'echo \"RET $FUNCNAME\"' RETURN; PS1='$ '",
+		"set -T; trap 'echo \"DBG $BASH_COMMAND\"' DEBUG; readonly PS1='$ '",
+	} {
+		agent := fmt.Sprintf("t%d", len(setup))
+		for _, c := range []string{setup, "echo one", "echo two\n(exit 3)", "history 3"} {
+			res := bash(t, h, agent, c)
+			if strings.Contains(res.Text, "__dsh") || strings.Contains(res.Text, "DSH") || strings.Contains(res.Text, "\x1e") {
+				t.Fatalf("%q then %q: %q", setup, c, res.Text)
+			}
+		}
+	}
+}
+
+// The status query removes only its own line from the history, whatever
+// HISTIGNORE and HISTCONTROL say.
+func TestHistoryKeepsTheUsersEntries(t *testing.T) {
+	h := newHost(t, nil)
+	for _, setup := range []string{"HISTIGNORE='*_q*'; PS1='$ '", "HISTCONTROL=ignoreboth; PS1='$ '", "HISTIGNORE='echo*'; PS1='$ '",
+		"HISTIGNORE='*_q*'; readonly PS1='$ '", "HISTCONTROL=erasedups; readonly PS1='$ '"} {
+		agent := fmt.Sprintf("h%d", len(setup))
+		bash(t, h, agent, setup)
+		bash(t, h, agent, "true first-entry")
+		bash(t, h, agent, "true second-entry")
+		res := bash(t, h, agent, "history")
+		if !strings.Contains(res.Text, "first-entry") || !strings.Contains(res.Text, "second-entry") || strings.Contains(res.Text, "__dsh") {
+			t.Fatalf("%s: %q", setup, res.Text)
+		}
+	}
+}
+
+// The status of a call survives the status query, into the next call and
+// under set -e (an interactive bash under set -e exits on a failing
+// command, so the query must never be one).
+func TestStatusSurvivesTheQuery(t *testing.T) {
+	h := newHost(t, nil)
+	bash(t, h, "a", "PS1='$ '; X=kept")
+	if res := bash(t, h, "a", "(exit 3)"); exitCode(res) != "3" {
+		t.Fatalf("%q %+v", res.Text, res)
+	}
+	wantText(t, bash(t, h, "a", "echo $?"), "3\n")
+	sid := shellPID(t, h, "a")
+	bash(t, h, "a", "set -e")
+	for range 3 {
+		wantText(t, bash(t, h, "a", "echo $X"), "kept\n")
+	}
+	if got := shellPID(t, h, "a"); got != sid {
+		t.Fatalf("the shell was replaced: %d then %d", sid, got)
+	}
+}
+
+// Clipping with a cut-off character at the very end never passes the cap:
+// the cut bytes show as U+FFFD and count.
+func TestClippedOutputEndingInAPartialCharacter(t *testing.T) {
+	h := newHost(t, func(c *config.Config) { c.Bash.MaxOutputChars = 5 })
+	for _, c := range []string{`printf 'abcd\xe2\x9c'`, `printf 'abcde\xe2\x9c'`, `printf 'abc\xe2\x9c'`, `printf '\xe2\x9c\xe2\x9c\xe2\x9c\xe2'`} {
+		res := bash(t, h, "a", c)
+		kept, _, _ := strings.Cut(res.Text, "\n[output clipped")
+		if n := utf8.RuneCountInString(kept); n > 5 || !utf8.ValidString(res.Text) {
+			t.Fatalf("%s: %d characters kept, cap 5: %q", c, n, res.Text)
+		}
+	}
+}
+
+// A line cut off by a shell's death is not continued by the next shell's
+// output.
+func TestPartialLineOfADeadShellStandsAlone(t *testing.T) {
+	h := newHost(t, nil)
+	gate, openGate := testkit.Gate(t)
+	sid := shellPID(t, h, "a")
+	bash(t, h, "a", "(read go < "+gate+"; printf LAST-WORDS; kill -9 $$) &")
+	openGate("go")
+	testkit.SessionGone(t, sid)
+	next := bash(t, h, "a", "echo next")
+	if strings.Contains(next.Text, "LAST-WORDSnext") || strings.Contains(next.Text, "LAST-WORDS[") ||
+		!strings.Contains(next.Text, "LAST-WORDS") || !strings.HasSuffix(next.Text, "\nnext\n") {
+		t.Fatalf("%q %+v", next.Text, next)
+	}
+}
+
+// Many agents whose commands wait for input at the same moment: each is
+// told so, and each shell keeps its state.
+func TestManyAgentsWaitingAtOnce(t *testing.T) {
+	h := newHost(t, nil)
+	const n = 50
+	var wg sync.WaitGroup
+	errs := make(chan string, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			agent := fmt.Sprintf("w%d", i)
+			ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
+			defer cancel()
+			if _, err := h.Bash(ctx, agent, shell.Args{Command: fmt.Sprintf("X=%d", i)}); err != nil {
+				errs <- err.Error()
+				return
+			}
+			res, err := h.Bash(ctx, agent, shell.Args{Command: "cat"})
+			if err != nil || !res.WaitingForInput {
+				errs <- fmt.Sprintf("%s cat: %q %+v %v", agent, res.Text, res, err)
+				return
+			}
+			res, err = h.Bash(ctx, agent, shell.Args{Command: "echo $X"})
+			if err != nil || !strings.HasSuffix(res.Text, fmt.Sprintf("%d\n", i)) || res.FreshShell || res.ShellReset {
+				errs <- fmt.Sprintf("%s after: %q %+v %v", agent, res.Text, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+// A background job of a shell without job control reads the terminal from
+// bash's own process group, so typed text may go to it: each call runs its
+// command and reports its own status, or says that the text did not reach
+// bash, or resets the shell naming the reader. Never a status for a
+// command that did not run.
+func TestBackgroundReaderInTheShellsGroup(t *testing.T) {
+	h := newHost(t, nil)
+	bash(t, h, "a", "X=kept; set +m; cat /dev/tty > /dev/null &")
+	stolen := 0
+	for i := 0; i < 20 && stolen < 2; i++ {
+		res := bash(t, h, "a", "echo \"[${X-}]\"; (exit 3)")
+		switch {
+		case res.ShellReset:
+			if !strings.Contains(res.Text, "`cat`") || !res.StatusUnknown {
+				t.Fatalf("reset without naming the reader: %q %+v", res.Text, res)
+			}
+			bash(t, h, "a", "X=kept; set +m; cat /dev/tty > /dev/null &")
+			stolen++
+		case res.NotRun:
+			if !res.StatusUnknown || res.ExitCode != nil || !strings.Contains(res.Text, "`cat`") {
+				t.Fatalf("not run, but: %q %+v", res.Text, res)
+			}
+			stolen++
+		default:
+			if res.StatusUnknown || exitCode(res) != "3" || res.Text != "[kept]\n[exit code: 3]" {
+				t.Fatalf("ran: %q %+v", res.Text, res)
+			}
+		}
+	}
+	if stolen == 0 {
+		t.Fatal("the reader never took a line in 20 calls: the case was not exercised")
+	}
+}
+
+// A function named like a builtin the status query needs makes the query
+// fail safe: the shell is reset and the call says why.
+func TestShadowedBuiltinResetsWithTheReason(t *testing.T) {
+	h := newHost(t, nil)
+	for _, fn := range []string{"builtin", "return", "printf"} {
+		agent := "s" + fn
+		bash(t, h, agent, "X=old")
+		res := bash(t, h, agent, "PS1='$ '; "+fn+"() { :; }; (exit 3)")
+		if !res.StatusUnknown && exitCode(res) != "3" {
+			t.Fatalf("%s: a status bash never gave: %q %+v", fn, res.Text, res)
+		}
+		next := bash(t, h, agent, "echo \"[${X-}]\"; (exit 4)")
+		if !next.StatusUnknown && exitCode(next) != "4" {
+			t.Fatalf("%s next: %q %+v", fn, next.Text, next)
+		}
+	}
+}
+
+func TestIgnoresReadsTheSignalDisposition(t *testing.T) {
+	h := newHost(t, nil)
+	pid := shellPID(t, h, "a")
+	before, err := sigstate.Ignores(pid, 2)
+	if err != nil || before {
+		t.Fatalf("before trap: %v %v", before, err)
+	}
+	bash(t, h, "a", "trap '' INT")
+	if after, err := sigstate.Ignores(pid, 2); err != nil || !after {
+		t.Fatalf("after trap '' INT: %v %v", after, err)
+	}
+	if _, err := sigstate.Ignores(-5, 2); err == nil {
+		t.Fatal("no error for a pid that cannot exist")
+	}
+}
