@@ -37,7 +37,10 @@
 // it can; while PS1 cannot be made ours, every line ends with that query.
 // While PS2 is not ours, text is typed as one eval line instead. When bash
 // waits for the rest of an incomplete text, SIGINT cancels it, as Ctrl-C
-// would.
+// would. A line that bash never answered (its command number did not move)
+// was a syntax error, unless another program in bash's process group was
+// reading the terminal (set +m; cat /dev/tty &): then it took the line, and
+// the result says so with no status.
 //
 // # Results
 //

@@ -438,8 +438,8 @@ func (a *Actor) queryDone(ctx actor.Context) {
 			return
 		}
 		why := "bash no longer reports the end of a command: a command changed its prompt (PS1, PS2, promptvars or standard error), " +
-			"and the runtime's status query failed too (it needs the builtins `builtin`, `printf`, `shopt`, `history` and `local` " +
-			"not shadowed by functions, a free file descriptor, and typed text reaching bash as it is: no bind of its keys)"
+			"and the runtime's status query failed too (it needs the builtins `builtin`, `local`, `printf`, `shopt`, `history`, " +
+			"`declare` and `return` enabled, no function named `builtin`, a free file descriptor, and typed text reaching bash as it is: no bind of its keys)"
 		if thief := a.textStolen(); thief != "" {
 			why = "the runtime could not ask bash for the command's status: " + thief + " took the typed question"
 		}
