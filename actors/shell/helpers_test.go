@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/dsh-actors/dsh-actors/actors/shell"
@@ -96,3 +97,20 @@ func bashWith(t *testing.T, h *host.Host, agent, command string, opts ...func(*s
 }
 
 func timeoutMs(ms int64) func(*shell.Args) { return func(a *shell.Args) { a.TimeoutMs = ms } }
+
+// atOnce runs fn(0) to fn(n-1) concurrently and fails the test with every
+// error they return.
+func atOnce(t *testing.T, n int, fn func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { errs[i] = fn(i) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -325,7 +325,8 @@ func TestSetsidJobOfAnExitingShellIsKilled(t *testing.T) {
 			t.Fatalf("%q %+v", res.Text, res)
 		}
 		testkit.Eventually(t, "the setsid job killed", func() (bool, string) {
-			left := testkit.CommandsRunning(fmt.Sprintf("sleep 40%d", i))
+			// Before it executes sleep, the job is setsid's forked child.
+			left := testkit.CommandsRunning(fmt.Sprintf("sleep 40%d", i), fmt.Sprintf("setsid sleep 40%d", i))
 			return len(left) == 0, strings.Join(left, ",")
 		})
 	}

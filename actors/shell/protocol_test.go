@@ -32,7 +32,7 @@ func TestParseMarker(t *testing.T) {
 		want marker
 	}{
 		{"7:0:" + n + ":23:" + head + ":" + p.ps1Inner, marker{kind: markPS1, seq: 7, ps1Ours: true, ps2Len: 23, ps2Head: head}},
-		{"12:130:" + n + "::" + ":" + p.ps1Inner, marker{kind: markPS1, seq: 12, status: 130, ps1Ours: true, ps2Len: -1}}, // PS2 unset
+		{"12:130:" + n + "::" + ":" + p.ps1Inner, marker{kind: markPS1, seq: 12, status: 130, ps1Ours: true, ps2Len: -1}},         // PS2 unset
 		{"3:2:" + n + ":3:a:b:" + p.ps1Inner, marker{kind: markPS1, seq: 3, status: 2, ps1Ours: true, ps2Len: 3, ps2Head: "a:b"}}, // a colon in PS2
 		// PS1 changed: another length, or the same length and other text.
 		{"3:2:9:2:> :" + p.ps1Inner, marker{kind: markPS1, seq: 3, status: 2, ps2Len: 2, ps2Head: "> :" + p.ps1Inner}},

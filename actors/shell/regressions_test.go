@@ -113,7 +113,7 @@ func TestSyntaxErrorStopsTheText(t *testing.T) {
 }
 
 // Bytes held back as the possible start of a marker, and output printed
-// between calls by a shell that then dies, are never lost.
+// between calls by a shell that then dies, are never lost or run together.
 func TestNoByteIsLostAtTheEdges(t *testing.T) {
 	h := newHost(t, nil)
 	res := bashWith(t, h, "a", "printf 'abc\\036DS'; sleep 5; true", timeoutMs(1000))
@@ -123,22 +123,34 @@ func TestNoByteIsLostAtTheEdges(t *testing.T) {
 	gate, openGate := testkit.Gate(t)
 	sid := shellPID(t, h, "b")
 	// The job prints only after the call that started it has returned.
-	bash(t, h, "b", "(read go < "+gate+"; echo LAST-WORDS; kill -9 $$) &")
+	// Its last line is cut; the next shell's output does not continue it.
+	bash(t, h, "b", "(read go < "+gate+"; echo LAST-WORDS; printf CUT; kill -9 $$) &")
 	openGate("go")
 	testkit.SessionGone(t, sid)
 	next := bash(t, h, "b", "echo next")
-	if !strings.Contains(next.Text, "LAST-WORDS") || !strings.Contains(next.Text, "SIGKILL") || !strings.HasSuffix(next.Text, "next\n") {
+	if !strings.Contains(next.Text, "LAST-WORDS\nCUT") || strings.Contains(next.Text, "CUTnext") ||
+		!strings.Contains(next.Text, "SIGKILL") || !strings.HasSuffix(next.Text, "\nnext\n") {
 		t.Fatalf("after the shell died: %q %+v", next.Text, next)
 	}
 }
 
 // Nothing of the protocol shows: not with promptvars off, not under set -v,
-// not in the history.
+// not in the history, not to tracing and traps that see every command,
+// whichever file descriptor they write to.
 func TestTheProtocolNeverShows(t *testing.T) {
 	h := newHost(t, nil)
-	for _, setup := range []string{"shopt -u promptvars", "set -v; PS1='$ '", "set -x; PS1='x> '"} {
+	for _, setup := range []string{
+		"shopt -u promptvars", "set -v; PS1='$ '", "set -x; PS1='x> '",
+		"BASH_XTRACEFD=1; set -x; PS1='$ '",
+		"exec 7>&1; BASH_XTRACEFD=7; set -x; readonly PS1='$ '",
+		// A DEBUG trap that writes to /dev/tty itself sees the query's
+		// commands under functrace; to its standard output, nothing.
+		"set -T; trap 'echo \"DBG $BASH_COMMAND\"' DEBUG; PS1='$ '",
+		"set -T; trap 'echo \"RET $FUNCNAME\"' RETURN; PS1='$ '",
+		"set -T; trap 'echo \"DBG $BASH_COMMAND\"' DEBUG; readonly PS1='$ '",
+	} {
 		agent := fmt.Sprintf("p%d", len(setup))
-		for _, c := range []string{setup, "echo one", "echo two\necho three", "history"} {
+		for _, c := range []string{setup, "echo one", "echo two\necho three", "(exit 3)", "history"} {
 			res := bash(t, h, agent, c)
 			if strings.Contains(res.Text, "DSH") || strings.Contains(res.Text, "__dsh") || strings.Contains(res.Text, "\x1e") {
 				t.Fatalf("%q then %q: %q", setup, c, res.Text)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -74,29 +73,6 @@ func TestPromptAttributesAreUndone(t *testing.T) {
 	}
 }
 
-// Tracing and traps that see every command never show the runtime's own
-// lines, whichever file descriptor they write to.
-func TestTracingNeverShowsTheProtocol(t *testing.T) {
-	h := newHost(t, nil)
-	for _, setup := range []string{
-		"BASH_XTRACEFD=1; set -x; PS1='$ '",
-		"exec 7>&1; BASH_XTRACEFD=7; set -x; readonly PS1='$ '",
-		// A DEBUG trap that writes to /dev/tty itself sees the query's
-		// commands under functrace; to its standard output, nothing.
-		"set -T; trap 'echo \"DBG $BASH_COMMAND\"' DEBUG; PS1='$ '",
-		"set -T; trap 'echo \"RET $FUNCNAME\"' RETURN; PS1='$ '",
-		"set -T; trap 'echo \"DBG $BASH_COMMAND\"' DEBUG; readonly PS1='$ '",
-	} {
-		agent := fmt.Sprintf("t%d", len(setup))
-		for _, c := range []string{setup, "echo one", "echo two\n(exit 3)", "history 3"} {
-			res := bash(t, h, agent, c)
-			if strings.Contains(res.Text, "__dsh") || strings.Contains(res.Text, "DSH") || strings.Contains(res.Text, "\x1e") {
-				t.Fatalf("%q then %q: %q", setup, c, res.Text)
-			}
-		}
-	}
-}
-
 // The status query removes only its own line from the history, whatever
 // HISTIGNORE and HISTCONTROL say.
 func TestHistoryKeepsTheUsersEntries(t *testing.T) {
@@ -147,56 +123,27 @@ func TestClippedOutputEndingInAPartialCharacter(t *testing.T) {
 	}
 }
 
-// A line cut off by a shell's death is not continued by the next shell's
-// output.
-func TestPartialLineOfADeadShellStandsAlone(t *testing.T) {
-	h := newHost(t, nil)
-	gate, openGate := testkit.Gate(t)
-	sid := shellPID(t, h, "a")
-	bash(t, h, "a", "(read go < "+gate+"; printf LAST-WORDS; kill -9 $$) &")
-	openGate("go")
-	testkit.SessionGone(t, sid)
-	next := bash(t, h, "a", "echo next")
-	if strings.Contains(next.Text, "LAST-WORDSnext") || strings.Contains(next.Text, "LAST-WORDS[") ||
-		!strings.Contains(next.Text, "LAST-WORDS") || !strings.HasSuffix(next.Text, "\nnext\n") {
-		t.Fatalf("%q %+v", next.Text, next)
-	}
-}
-
 // Many agents whose commands wait for input at the same moment: each is
 // told so, and each shell keeps its state.
 func TestManyAgentsWaitingAtOnce(t *testing.T) {
 	h := newHost(t, nil)
-	const n = 50
-	var wg sync.WaitGroup
-	errs := make(chan string, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			agent := fmt.Sprintf("w%d", i)
-			ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
-			defer cancel()
-			if _, err := h.Bash(ctx, agent, shell.Args{Command: fmt.Sprintf("X=%d", i)}); err != nil {
-				errs <- err.Error()
-				return
-			}
-			res, err := h.Bash(ctx, agent, shell.Args{Command: "cat"})
-			if err != nil || !res.WaitingForInput {
-				errs <- fmt.Sprintf("%s cat: %q %+v %v", agent, res.Text, res, err)
-				return
-			}
-			res, err = h.Bash(ctx, agent, shell.Args{Command: "echo $X"})
-			if err != nil || !strings.HasSuffix(res.Text, fmt.Sprintf("%d\n", i)) || res.FreshShell || res.ShellReset {
-				errs <- fmt.Sprintf("%s after: %q %+v %v", agent, res.Text, res, err)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		t.Error(e)
-	}
+	atOnce(t, 50, func(i int) error {
+		agent := fmt.Sprintf("w%d", i)
+		ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
+		defer cancel()
+		if _, err := h.Bash(ctx, agent, shell.Args{Command: fmt.Sprintf("X=%d", i)}); err != nil {
+			return err
+		}
+		res, err := h.Bash(ctx, agent, shell.Args{Command: "cat"})
+		if err != nil || !res.WaitingForInput {
+			return fmt.Errorf("%s cat: %q %+v %v", agent, res.Text, res, err)
+		}
+		res, err = h.Bash(ctx, agent, shell.Args{Command: "echo $X"})
+		if err != nil || !strings.HasSuffix(res.Text, fmt.Sprintf("%d\n", i)) || res.FreshShell || res.ShellReset {
+			return fmt.Errorf("%s after: %q %+v %v", agent, res.Text, res, err)
+		}
+		return nil
+	})
 }
 
 // A background job of a shell without job control reads the terminal from

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -454,28 +453,18 @@ func TestOutputBetweenCallsOpensTheNextResult(t *testing.T) {
 func TestNoFalseWaitUnderLoad(t *testing.T) {
 	h := newHost(t, nil)
 	const agents, calls = 40, 25
-	var wg sync.WaitGroup
-	errs := make(chan string, agents*calls)
-	for i := 0; i < agents; i++ {
-		wg.Add(1)
-		go func(id string) {
-			defer wg.Done()
-			for j := 0; j < calls; j++ {
-				ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
-				res, err := h.Bash(ctx, id, shell.Args{Command: "echo " + id})
-				cancel()
-				if err != nil || res.Text != id+"\n" {
-					errs <- fmt.Sprintf("%s: %q %v", id, res.Text, err)
-					return
-				}
+	atOnce(t, agents, func(i int) error {
+		id := fmt.Sprintf("load-%d", i)
+		for range calls {
+			ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
+			res, err := h.Bash(ctx, id, shell.Args{Command: "echo " + id})
+			cancel()
+			if err != nil || res.Text != id+"\n" {
+				return fmt.Errorf("%s: %q %v", id, res.Text, err)
 			}
-		}(fmt.Sprintf("load-%d", i))
-	}
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		t.Error(e)
-	}
+		}
+		return nil
+	})
 }
 
 func TestBadArgumentsAreErrorsNamingTheProblem(t *testing.T) {
