@@ -385,8 +385,8 @@ func (a *Actor) flushed() {
 // output routes program output around the markers in it.
 func (a *Actor) output(ctx actor.Context, data []byte) {
 	a.wait.Output()
-	a.stream.Feed(data, a.sink, func(body []byte) bool {
-		a.marker(ctx, a.proto.parseMarker(body))
+	a.stream.Feed(data, a.sink, func(body, raw []byte) bool {
+		a.marker(ctx, a.proto.parseMarker(body), raw)
 		return a.proc != nil // a marker that ended this shell ends the chunk
 	})
 }

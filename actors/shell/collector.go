@@ -20,6 +20,9 @@ type collector struct {
 	decoded int
 	full    bool
 	dropped int64 // bytes not kept
+	// markerBytes counts bytes shaped like a marker of ours that were
+	// taken out of the stream but were no answer of bash's.
+	markerBytes int64
 }
 
 func newCollector(limit int) collector { return collector{limit: limit} }
@@ -67,7 +70,7 @@ func (c *collector) end() {
 	}
 }
 
-func (c *collector) empty() bool { return len(c.head) == 0 && c.dropped == 0 }
+func (c *collector) empty() bool { return len(c.head) == 0 && c.dropped == 0 && c.markerBytes == 0 }
 
 // len is how many bytes are kept.
 func (c *collector) len() int { return len(c.head) }
@@ -81,6 +84,7 @@ func (c *collector) splitLastLine() (collector, []byte) {
 		return *c, nil
 	}
 	whole := newCollector(c.limit)
+	whole.markerBytes = c.markerBytes
 	whole.write(c.head[:i+1])
 	return whole, append([]byte(nil), c.head[i+1:]...)
 }
@@ -89,6 +93,7 @@ func (c *collector) splitLastLine() (collector, []byte) {
 func (c *collector) add(o collector) {
 	c.write(o.head)
 	c.dropped += o.dropped
+	c.markerBytes += o.markerBytes
 	if o.dropped > 0 {
 		c.full = true
 	}

@@ -175,7 +175,7 @@ func TestCompletionCannotBeForged(t *testing.T) {
 	}
 	// Forged with a made-up command number and status.
 	res = bash(t, h, "g", `n=${PS1:4:16}; printf '\036DSH%s:99:42:%d:=\036' "$n" ${#PS1}; echo real`)
-	if res.Text != "real\n" || exitCode(res) != "0" {
+	if !strings.HasPrefix(res.Text, "real\n[32 bytes were left out") || exitCode(res) != "0" {
 		t.Fatalf("forged number: %q %+v", res.Text, res)
 	}
 	wantText(t, bash(t, h, "g", "echo second"), "second\n")

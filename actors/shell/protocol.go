@@ -164,13 +164,21 @@ func (p protocol) queryName() string { return "__dsh_" + p.nonce + "_q" }
 // from the history exactly when bash saved it, so an entry of the user's
 // is never removed whatever HISTIGNORE and HISTCONTROL say.
 func (p protocol) queryFunc() string {
+	// The function's text holds no RS byte and no lead: bash shows it
+	// (declare -f, set, type) with $'...' words decoded, and a marker in
+	// that listing would be taken for one. The prompts are built with
+	// printf from their text between the RS bytes.
 	ours := func(name, value string) string {
-		return fmt.Sprintf(`[[ -v %[1]s && ${%[1]s@a} == *r* ]] || %[1]s=%[2]s; `, name, ansiC(value))
+		inner := strings.Trim(value, "\x1e")
+		if strings.ContainsAny(inner, "'\x1e") {
+			panic("shell: a prompt marker that cannot be single-quoted: " + strconv.Quote(inner))
+		}
+		return fmt.Sprintf(`[[ -v %[1]s && ${%[1]s@a} == *r* ]] || \builtin printf -v %[1]s '\036%%s\036' '%[2]s'; `, name, inner)
 	}
 	var b strings.Builder
 	// Quoted: called through builtin, local is not known for a declaration
 	// when the line is parsed, so its arguments would be split.
-	fmt.Fprintf(&b, `%s() { \builtin local - t="$2" p="${PS1-}" n='\#'; \builtin set +x -- "$@"; n="${n@P}"; p="${p@P}"; p="${p//$'\036'/?}"; p="${p:0:%d}"; `, p.queryName(), maxPromptText)
+	fmt.Fprintf(&b, `%s() { \builtin local - t="$2" p="${PS1-}" n='\#' r; \builtin set +x -- "$@"; n="${n@P}"; p="${p@P}"; \builtin printf -v r '\036'; p="${p//"$r"/?}"; p="${p:0:%d}"; `, p.queryName(), maxPromptText)
 	b.WriteString(`\builtin declare -g +i +l +u +c +n PS1 PS2; `)
 	b.WriteString(ours("PS1", p.ps1))
 	b.WriteString(ours("PS2", p.ps2))

@@ -77,7 +77,7 @@ func TestMarkersAreFoundAcrossChunks(t *testing.T) {
 		var s = streamOf(p)
 		for _, chunk := range []string{in[:cut], in[cut:]} {
 			s.Feed([]byte(chunk), func(b []byte) { text = append(text, b...) },
-				func(b []byte) bool { bodies = append(bodies, b...); bodies = append(bodies, '|'); return true })
+				func(b, _ []byte) bool { bodies = append(bodies, b...); bodies = append(bodies, '|'); return true })
 		}
 		if string(text) != "outx\x1eDSH0000000000000000:1:0:1:=\x1ey" || string(bodies) != "4:0:183:23:x|" {
 			t.Fatalf("cut %d: text %q markers %q", cut, text, bodies)

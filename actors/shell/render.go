@@ -41,6 +41,9 @@ func (a *Actor) render(c *call, r *Result, trailer []string) Result {
 		if c.before.dropped > 0 {
 			fmt.Fprintf(&b, "[%d more %s not kept%s]\n", c.before.dropped, bytesWere(c.before.dropped, true), cutNote(before))
 		}
+		if n := c.before.markerBytes; n > 0 {
+			b.WriteString(markerNote(n) + "\n")
+		}
 		b.WriteString("[end of output since the previous call]\n")
 	}
 	out := tidyJobNotices(c.out.text())
@@ -51,6 +54,9 @@ func (a *Actor) render(c *call, r *Result, trailer []string) Result {
 			"[output clipped: only the first %d characters are shown%s; %d more %s not kept]",
 			a.opts.Config.MaxOutputChars, cutNote(out), c.out.dropped, bytesWere(c.out.dropped, false))}, trailer...)
 	}
+	if n := c.out.markerBytes; n > 0 {
+		trailer = append([]string{markerNote(n)}, trailer...)
+	}
 	if len(trailer) > 0 {
 		if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
 			b.WriteByte('\n')
@@ -59,6 +65,13 @@ func (a *Actor) render(c *call, r *Result, trailer []string) Result {
 	}
 	r.Text = b.String()
 	return *r
+}
+
+// markerNote counts bytes left out because they had the shape of the
+// runtime's prompt marker (bash's prompt printed unexpanded, with
+// promptvars off, or the text of $PS1 printed by a command).
+func markerNote(n int64) string {
+	return fmt.Sprintf("[%d %s left out: they had the shape of the runtime's prompt marker (the text of $PS1)]", n, bytesWere(n, false))
 }
 
 // jobNotice is a line of bash's own about a job ("[1]+  Done  sleep 1")

@@ -3,6 +3,7 @@ package shell_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -211,5 +212,30 @@ func TestIgnoresReadsTheSignalDisposition(t *testing.T) {
 	}
 	if _, err := sigstate.Ignores(-5, 2); err == nil {
 		t.Fatal("no error for a pid that cannot exist")
+	}
+}
+
+// Listings of the shell's functions and variables run as commands: nothing
+// in them passes for a marker, whether or not the prompt changed first.
+func TestListingsOfTheShellRunAsCommands(t *testing.T) {
+	h := newHost(t, nil)
+	dir := t.TempDir()
+	for i, c := range []string{"declare -f", "set", "declare -p PS1 PS2", "PS1=x; touch " + dir + "/ran; declare -f", "readonly PS1=y; set"} {
+		res := bash(t, h, "a", c)
+		if res.StatusUnknown || res.NotRun || exitCode(res) != "0" || strings.Contains(res.Text, "\x1e") {
+			t.Fatalf("%d %q: %.300q %+v", i, c, res.Text, res)
+		}
+	}
+	if _, err := os.Stat(dir + "/ran"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The prompt's text printed by a command is left out, and a notice counts it.
+func TestPrintedPromptTextIsCounted(t *testing.T) {
+	h := newHost(t, nil)
+	res := bash(t, h, "a", `echo "[$PS1]"; echo after`)
+	if !strings.HasPrefix(res.Text, "[]\nafter\n[") || !strings.Contains(res.Text, "bytes were left out") || exitCode(res) != "0" {
+		t.Fatalf("%q %+v", res.Text, res)
 	}
 }

@@ -28,30 +28,46 @@ import (
 // status is unknown and nothing more of the text is typed. A marker with a
 // command number bash cannot be at is not counted: it cannot be bash's.
 
-func (a *Actor) marker(ctx actor.Context, m marker) {
+//
+// raw is the marker's bytes. One that cannot be bash's answer is output,
+// printed by a command or a job, and goes where output goes; one that does
+// not parse (PS1 printed as it is: by bash with promptvars off, or by
+// `echo "$PS1"`) is left out and counted in a notice.
+func (a *Actor) marker(ctx actor.Context, m marker, raw []byte) {
 	ex := &a.ex
 	if a.cur == nil || !ex.flushed {
-		if a.cur == nil && a.waiting != nil && m.kind == markPS1 {
+		switch {
+		case m.kind == markPS1 && a.waiting != nil:
 			a.waiting.ended = &m // the waiting command ended by itself, perhaps
+		case m.kind == markBroken:
+			a.kept.idle.markerBytes += int64(len(raw))
+		default:
+			a.sink(raw) // bash is at its prompt already: not its answer
 		}
 		return
 	}
 	switch m.kind {
 	case markPS1:
 		if b := a.bash; ex.step != stepQuery && b.seqKnown && (m.seq < b.seq || m.seq > b.seq+1) {
-			return // a command number bash cannot be at: not bash's
+			a.sink(raw) // a command number bash cannot be at: not bash's
+			return
 		}
 		ex.ps1 = append(ex.ps1, m)
 	case markPS2:
 		ex.ps2++
 	case markQuery:
 		if m.token != ex.token {
-			return // another query's, or made up
+			a.sink(raw) // another query's, or made up
+			return
 		}
 		ex.query = append(ex.query, m)
 	default:
-		// A marker of ours that does not parse: bash printed PS1 as it is
-		// (promptvars off). It is no answer; bash is likely back.
+		// bash is likely back: prove it.
+		if c := a.cur; c.begun {
+			c.out.markerBytes += int64(len(raw))
+		} else {
+			a.kept.idle.markerBytes += int64(len(raw))
+		}
 	}
 	// Prove it: is bash back at its prompt?
 	a.proc.Probe(probeTag{ex.gen}, false)

@@ -580,7 +580,7 @@ func (a *Actor) output(ctx actor.Context, data []byte) {
 	if a.stream == nil {
 		a.hist.write(data)
 	} else {
-		a.stream.Feed(data, a.hist.write, func([]byte) bool {
+		a.stream.Feed(data, a.hist.write, func(_, _ []byte) bool {
 			a.promptIdle = true
 			return true
 		})

@@ -87,11 +87,12 @@ type Stream struct {
 }
 
 // Feed splits data into text and markers, in order: text is called with
-// runs of ordinary output, marker with each marker's body. When marker
+// runs of ordinary output, marker with each marker's body and its bytes as
+// they came (lead and end included). When marker
 // returns false, Feed stops and drops the rest (the stream's owner has
 // thrown the stream away). Bytes that may begin a marker are kept for the
 // next Feed.
-func (s *Stream) Feed(data []byte, text func([]byte), marker func(body []byte) bool) {
+func (s *Stream) Feed(data []byte, text func([]byte), marker func(body, raw []byte) bool) {
 	buf := data
 	if len(s.carry) > 0 {
 		buf = append(s.carry, data...)
@@ -109,8 +110,9 @@ func (s *Stream) Feed(data []byte, text func([]byte), marker func(body []byte) b
 			return
 		}
 		text(buf[:start])
+		raw := buf[start:end]
 		buf = buf[end:]
-		if !marker(body) {
+		if !marker(body, raw) {
 			return
 		}
 	}

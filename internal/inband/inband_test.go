@@ -20,7 +20,7 @@ func TestStreamFindsMarkersAcrossAnySplit(t *testing.T) {
 			st := &Stream{Scanner: s}
 			var got strings.Builder
 			for _, chunk := range []string{input[:cut], input[cut:cut2], input[cut2:]} {
-				st.Feed([]byte(chunk), func(b []byte) { got.Write(b) }, func(body []byte) bool {
+				st.Feed([]byte(chunk), func(b []byte) { got.Write(b) }, func(body, _ []byte) bool {
 					got.WriteString("|" + string(body) + "|")
 					return true
 				})
@@ -48,7 +48,7 @@ func TestScannerRejectsWhatIsNotAMarker(t *testing.T) {
 	}
 	var stopped []string
 	st := &Stream{Scanner: s}
-	st.Feed([]byte("a\x1eM:1\x1eb\x1eM:2\x1ec"), func(b []byte) { stopped = append(stopped, string(b)) }, func([]byte) bool { return false })
+	st.Feed([]byte("a\x1eM:1\x1eb\x1eM:2\x1ec"), func(b []byte) { stopped = append(stopped, string(b)) }, func(_, _ []byte) bool { return false })
 	if strings.Join(stopped, ",") != "a" {
 		t.Fatalf("Feed went on after marker returned false: %q", stopped)
 	}
@@ -64,7 +64,7 @@ func TestAnOpenLeadIsOutput(t *testing.T) {
 		s.Reset()
 		for _, chunk := range []string{in[:cut], in[cut:]} {
 			s.Feed([]byte(chunk), func(b []byte) { text = append(text, b...) },
-				func(b []byte) bool { bodies = append(bodies, b...); bodies = append(bodies, '|'); return true })
+				func(b, _ []byte) bool { bodies = append(bodies, b...); bodies = append(bodies, '|'); return true })
 		}
 		if string(bodies) != "5:0|" || string(text) != "x\x1eDSHAB:9:42:forgedy" {
 			// A cut right after the RS that ends the open lead cannot be
