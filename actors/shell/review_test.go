@@ -239,3 +239,17 @@ func TestPrintedPromptTextIsCounted(t *testing.T) {
 		t.Fatalf("%q %+v", res.Text, res)
 	}
 }
+
+// A line that runs nothing (an alias that expands to nothing) looks like a
+// syntax error from outside: the text stops there, and the note says both.
+func TestEmptyAliasLineStopsTheTextWithANote(t *testing.T) {
+	h := newHost(t, nil)
+	bash(t, h, "a", `shopt -s expand_aliases; alias nothing=""`)
+	res := bash(t, h, "a", "nothing\necho second")
+	if !res.NotRun || strings.Contains(res.Text, "second\n") || !strings.Contains(res.Text, "an alias that expands to nothing") {
+		t.Fatalf("%q %+v", res.Text, res)
+	}
+	if res := bash(t, h, "a", "echo first\nnothing"); !strings.HasPrefix(res.Text, "first\n[bash ran nothing for line 2") || res.NotRun {
+		t.Fatalf("%q %+v", res.Text, res)
+	}
+}

@@ -329,8 +329,10 @@ func (a *Actor) lineAnswered(ctx actor.Context, ran bool, status int) {
 		a.finish(ctx, c, a.render(c, &r, append([]string{note}, a.unrun(c)...)))
 		return
 	}
-	// bash read the line and ran nothing: a syntax error (status 2). As a
-	// script would, the text stops here.
+	// bash read the line and ran nothing: a syntax error (status 2), a
+	// failed history expansion, or (with no message) an alias that expands
+	// to nothing. From outside they look the same, and only the first two
+	// print why; the text stops here, as a script would at a syntax error.
 	r := Result{FreshShell: c.fresh, NotRun: !c.ran}
 	var trailer []string
 	if status != 0 {
@@ -338,9 +340,9 @@ func (a *Actor) lineAnswered(ctx actor.Context, ran bool, status int) {
 		r.ExitCode = &st
 	}
 	if len(c.lines) > 1 && !c.eval {
-		trailer = append(trailer, fmt.Sprintf("[bash did not run line %d of the command (see its message above)]", c.next))
+		trailer = append(trailer, fmt.Sprintf("[bash ran nothing for line %d of the command: %s]", c.next, ranNothing))
 	} else if status == 0 {
-		trailer = append(trailer, "[bash did not run this command (see its message above)]")
+		trailer = append(trailer, "[bash ran nothing for this command: "+ranNothing+"]")
 	}
 	trailer = append(trailer, a.unrun(c)...)
 	if status != 0 {
@@ -348,6 +350,8 @@ func (a *Actor) lineAnswered(ctx actor.Context, ran bool, status int) {
 	}
 	a.finish(ctx, c, a.render(c, &r, trailer))
 }
+
+const ranNothing = "a syntax error or a failed history expansion (its message is above), or an alias that expands to nothing"
 
 // notePS2 remembers from a PS1 marker whether PS2 is still ours: when a
 // command (or PROMPT_COMMAND, at every prompt) changed it, continuation
