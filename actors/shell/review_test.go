@@ -253,3 +253,15 @@ func TestEmptyAliasLineStopsTheTextWithANote(t *testing.T) {
 		t.Fatalf("%q %+v", res.Text, res)
 	}
 }
+
+// Without job control a background job that reads the terminal is in the
+// shell's own (foreground) group: it is not the command waiting for input.
+func TestBackgroundReaderIsNotTheCommandWaiting(t *testing.T) {
+	h := newHost(t, nil)
+	bash(t, h, "a", "set +m")
+	res := bash(t, h, "a", "cat </dev/tty >/dev/null & sleep 0.3; echo done")
+	if res.WaitingForInput || !strings.HasSuffix(res.Text, "done\n") || exitCode(res) != "0" {
+		t.Fatalf("%q %+v", res.Text, res)
+	}
+	// (A foreground read beside it still counts: see internal/procfs.)
+}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dsh-actors/dsh-actors/internal/sigstate"
 )
 
 // WaitState says what a process group is doing with its terminal.
@@ -76,6 +78,9 @@ func TTYWait(pgrp int, ttyPath string) (Wait, error) {
 			continue
 		}
 		w, _ := taskWait(m, tty)
+		if w.State != NotWaiting && asyncJob(m.PID) {
+			continue
+		}
 		switch w.State {
 		case WaitingInput:
 			return w, nil
@@ -84,6 +89,16 @@ func TTYWait(pgrp int, ttyPath string) (Wait, error) {
 		}
 	}
 	return best, nil
+}
+
+// asyncJob reports whether pid ignores both SIGINT and SIGQUIT, as bash
+// sets up the commands it runs with & while job control is off: such a job
+// stays in the shell's process group, so in the foreground, but what it
+// reads is not the foreground command waiting.
+func asyncJob(pid int) bool {
+	intr, err1 := sigstate.Ignores(pid, unix.SIGINT)
+	quit, err2 := sigstate.Ignores(pid, unix.SIGQUIT)
+	return err1 == nil && err2 == nil && intr && quit
 }
 
 // OtherReaders lists the members of process group pgrp other than its

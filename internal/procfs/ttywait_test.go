@@ -302,3 +302,20 @@ func TestOtherReadersFindsABackgroundReader(t *testing.T) {
 		t.Fatalf("alone: %+v %v", r, err)
 	}
 }
+
+// A background job of a shell without job control reads the terminal from
+// the foreground group while the foreground command sleeps: the group does
+// not wait for input. When the foreground command reads too, it does.
+func TestTTYWaitLeavesOutAsyncJobsOfAShellWithoutJobControl(t *testing.T) {
+	tm := startTerm(t, "bash", "--norc", "--noprofile", "-c", "set +m; cat /dev/tty >/dev/null & sleep 100")
+	testkit.Eventually(t, "cat reading beside the sleeping command", func() (bool, string) {
+		r, err := procfs.OtherReaders(tm.pid(), tm.tty)
+		return err == nil && len(r) == 1, fmt.Sprintf("%+v %v", r, err)
+	})
+	neverWaiting(t, tm.pid(), tm.tty)
+	tm2 := startTerm(t, "bash", "--norc", "--noprofile", "-c", "set +m; cat /dev/tty >/dev/null & read x")
+	w := waitFor(t, tm2.pid(), tm2.tty, procfs.WaitingInput)
+	if w.Comm == "cat" {
+		t.Fatalf("decided by the background job: %+v", w)
+	}
+}
