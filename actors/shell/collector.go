@@ -116,8 +116,7 @@ func (c *collector) dropLinesWith(from int, s string) {
 			kept = append(kept, line...)
 		}
 	}
-	*c = newCollector(c.limit)
-	c.write(kept)
+	c.rewrite(kept)
 }
 
 // trimSuffix drops s from the end of the kept bytes, if they end with it
@@ -126,10 +125,17 @@ func (c *collector) trimSuffix(s string) bool {
 	if c.dropped > 0 || s == "" || !bytes.HasSuffix(c.head, []byte(s)) {
 		return false
 	}
-	kept := c.head[:len(c.head)-len(s)]
-	*c = newCollector(c.limit)
-	c.write(kept)
+	c.rewrite(c.head[:len(c.head)-len(s)])
 	return true
+}
+
+// rewrite makes kept (nothing was dropped) the collector's bytes; what it
+// counted of markers stays.
+func (c *collector) rewrite(kept []byte) {
+	markers := c.markerBytes
+	*c = newCollector(c.limit)
+	c.markerBytes = markers
+	c.write(kept)
 }
 
 // text renders the kept bytes as safe text (see package safetext).

@@ -193,9 +193,10 @@ func (p protocol) queryFunc() string {
 // lines with the token are the runtime's and are removed from the output.
 // The call is the first part of an && list, so that under set -e a status
 // handed back that is not 0 does not end the shell, and $? is that status
-// afterwards.
+// afterwards. Both commands end with "$_", which the next command sees as
+// it was before the query.
 func (p protocol) queryLine(token string) []byte {
-	return []byte(`\` + p.queryName() + ` "$?" ` + token + " 2>/dev/null && [[ " + token + " ]]\n")
+	return []byte(`\` + p.queryName() + ` "$?" ` + token + ` "$_" 2>/dev/null && \builtin : ` + token + ` "$_"` + "\n")
 }
 
 // newToken is a query's token: 16 upper-case hexadecimal digits.

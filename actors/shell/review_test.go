@@ -265,3 +265,23 @@ func TestBackgroundReaderIsNotTheCommandWaiting(t *testing.T) {
 	}
 	// (A foreground read beside it still counts: see internal/procfs.)
 }
+
+// A PROMPT_COMMAND that sets PS1 at every prompt: the prompt's text is not
+// output, line after line.
+func TestPromptCommandThatSetsPS1(t *testing.T) {
+	h := newHost(t, nil)
+	bash(t, h, "a", `PROMPT_COMMAND='PS1="static\$ "'; X=kept`)
+	for range 2 {
+		wantText(t, bash(t, h, "a", "echo a"), "a\n")
+		wantText(t, bash(t, h, "a", "echo c\necho $X"), "c\nkept\n")
+	}
+}
+
+// $_ is the user's after the status query ran between two calls.
+func TestLastArgumentSurvivesTheQuery(t *testing.T) {
+	h := newHost(t, nil)
+	bash(t, h, "a", "PS1=x; echo hello")
+	wantText(t, bash(t, h, "a", `echo "$_"`), "hello\n")
+	bash(t, h, "a", "readonly PS1=y; echo world")
+	wantText(t, bash(t, h, "a", `echo "$_"`), "world\n")
+}

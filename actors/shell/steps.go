@@ -484,9 +484,13 @@ func (a *Actor) queryDone(ctx actor.Context) {
 	b.ps2Foreign = q.ps2ReadOnly
 	// The query line's own prompt (PS1 is ours again unless it is stuck)
 	// tells whether PROMPT_COMMAND changed PS2 again.
+	promptOurs := false
 	for _, m := range ex.ps1 {
-		if m.seq == b.seq && m.ps1Ours && !a.proto.ps2Ours(m) {
-			b.ps2Foreign = true
+		if m.seq == b.seq && m.ps1Ours {
+			promptOurs = true
+			if !a.proto.ps2Ours(m) {
+				b.ps2Foreign = true
+			}
 		}
 	}
 	if !ex.afterLine {
@@ -497,7 +501,10 @@ func (a *Actor) queryDone(ctx actor.Context) {
 	// while the prompt stays foreign) is not the command's output.
 	if junk := a.proto.promptJunk(q.prompt); junk != "" && !elsewhere {
 		c.out.trimSuffix(junk)
-		if b.ps1Stuck {
+		if b.ps1Stuck || !promptOurs {
+			// The query's own prompt was foreign too (PS1 is read-only, or
+			// PROMPT_COMMAND sets it at every prompt): the same text, if
+			// the prompt does not change.
 			c.out.trimSuffix(junk)
 		}
 	}
