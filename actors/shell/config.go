@@ -41,6 +41,13 @@ type Config struct {
 	// ~/.bashrc and ~/.profile, are never run: the shell starts with
 	// --norc --noprofile.)
 	HostStartupFiles bool `yaml:"hostStartupFiles"`
+	// VerifyStatus asks bash for every line's status with a fresh token,
+	// typed after the line has run, instead of taking it from the prompt.
+	// A command can print a copy of the prompt's marker and blank PS1, so
+	// that the copy is the only marker and its status is believed; with
+	// this on, no command can set its own status that way. It costs one
+	// more round trip per line.
+	VerifyStatus bool `yaml:"verifyStatus"`
 }
 
 // DefaultConfig returns the reference defaults.

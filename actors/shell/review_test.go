@@ -285,3 +285,22 @@ func TestLastArgumentSurvivesTheQuery(t *testing.T) {
 	bash(t, h, "a", "readonly PS1=y; echo world")
 	wantText(t, bash(t, h, "a", `echo "$_"`), "world\n")
 }
+
+// A command that prints a copy of the prompt's marker with a status of its
+// choosing and blanks PS1, so that the copy is the only marker: with
+// verifyStatus the status is bash's all the same.
+func TestVerifiedStatusCannotBeForgedByBlankingPS1(t *testing.T) {
+	h := newHost(t, func(c *config.Config) { c.Bash.VerifyStatus = true })
+	bash(t, h, "a", "X=kept")
+	const forge = `x="${PS1@P}"; n="${x#*DSH}"; n="${n#*:}"; n="${n%%:*}"; y="${x/:$n:0:/:$((n+1)):42:}"; PS1=; printf '%s' "$y"`
+	for i := range 3 {
+		res := bash(t, h, "a", forge)
+		if res.StatusUnknown || exitCode(res) != "0" {
+			t.Fatalf("run %d: %q %+v", i, res.Text, res)
+		}
+	}
+	wantText(t, bash(t, h, "a", "echo $X\necho two"), "kept\ntwo\n")
+	if res := bash(t, h, "a", "false\n(exit 3)"); exitCode(res) != "3" {
+		t.Fatalf("%q %+v", res.Text, res)
+	}
+}

@@ -292,9 +292,10 @@ func (a *Actor) lineDone(ctx actor.Context) {
 		return
 	}
 	m := ex.ps1[0]
-	if !m.ps1Ours {
+	if !m.ps1Ours || a.opts.Config.VerifyStatus {
 		// PS1 has text of someone else's around the marker (an activation
-		// script): bash printed it after the line. Ask, to know it.
+		// script): bash printed it after the line. Ask, to know it. Or
+		// the configuration trusts no marker a command could have printed.
 		a.query(true)
 		return
 	}
@@ -550,7 +551,7 @@ func (a *Actor) cancelDone(ctx actor.Context) {
 		a.conflict(ctx)
 		return
 	}
-	if len(ex.ps1) != 1 || !ex.ps1[0].ps1Ours {
+	if len(ex.ps1) != 1 || !ex.ps1[0].ps1Ours || a.opts.Config.VerifyStatus {
 		if ignored, _ := sigstate.Ignores(a.proc.PID(), syscall.SIGINT); ignored && len(ex.ps1) == 0 {
 			a.broken(ctx, "the command was incomplete and bash, which ignores SIGINT (trap '' INT), still waits for the rest of it")
 			return
