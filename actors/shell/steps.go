@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -411,7 +412,12 @@ func (a *Actor) waitingForInput(ctx actor.Context, w procfs.Wait) {
 	r := Result{WaitingForInput: true, FreshShell: c.fresh}
 	note := fmt.Sprintf("[waiting for input: %s is blocked reading the terminal, so this call returned early with the output so far. "+
 		"Interactive programs belong in a terminal (terminal_open). The next bash call will first interrupt it with SIGINT.]", who)
-	a.finish(ctx, c, a.render(c, &r, append(a.unrun(c), note)))
+	trailer := append(a.unrun(c), note)
+	if c.eval && strings.Contains(c.args.Command, "\n") {
+		// One eval line: what follows the waiting program is part of it.
+		trailer = append(trailer, "[the text went to bash as one eval line (its prompts are not the runtime's), so what follows the waiting program in it runs only if that program ends by itself]")
+	}
+	a.finish(ctx, c, a.render(c, &r, trailer))
 }
 
 func describeWaiter(w procfs.Wait) string {
@@ -461,8 +467,12 @@ func (a *Actor) queryDone(ctx actor.Context) {
 		why := "bash no longer reports the end of a command: a command changed its prompt (PS1, PS2, promptvars or standard error), " +
 			"and the runtime's status query failed too (it needs the builtins `builtin`, `local`, `printf`, `shopt`, `history`, " +
 			"`declare` and `return` enabled, no function named `builtin`, a free file descriptor, and typed text reaching bash as it is: no bind of its keys)"
-		if thief := a.textStolen(); thief != "" {
+		switch thief := a.textStolen(); {
+		case thief != "":
 			why = "the runtime could not ask bash for the command's status: " + thief + " took the typed question"
+		case c.incomplete:
+			why = "the command was incomplete, and SIGINT did not make bash drop it (a trap on INT keeps bash reading the rest), " +
+				"so the runtime's status query went into the unfinished command"
 		}
 		if ex.afterLine {
 			r := Result{FreshShell: c.fresh, ShellReset: true, StatusUnknown: true}
