@@ -188,7 +188,7 @@ func Reexec() error {
 	return fmt.Errorf("sigstate: re-executing %s to clear %s: %w", exe, st, err)
 }
 
-// Ignores reports whether process pid ignores sig (SIG_IGN, as `trap '' INT`
+// Ignores reports whether process pid ignores sig (SIG_IGN, as `trap ” INT`
 // sets in bash).
 func Ignores(pid int, sig syscall.Signal) (bool, error) {
 	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
