@@ -28,7 +28,7 @@ import (
 // with its token. Any other count means that someone printed a marker: the
 // status is unknown and nothing more of the text is typed. A marker with a
 // command number bash cannot be at is not counted: it cannot be bash's.
-
+//
 // raw is the marker's bytes. One that cannot be bash's answer is output,
 // printed by a command or a job, and goes where output goes; one that does
 // not parse (PS1 printed as it is: by bash with promptvars off, or by

@@ -188,8 +188,8 @@ func Reexec() error {
 	return fmt.Errorf("sigstate: re-executing %s to clear %s: %w", exe, st, err)
 }
 
-// Ignores reports whether process pid ignores sig (SIG_IGN, as `trap ” INT`
-// sets in bash).
+// Ignores reports whether process pid ignores sig: its disposition is
+// SIG_IGN, as bash's trap with an empty action sets it.
 func Ignores(pid int, sig syscall.Signal) (bool, error) {
 	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
