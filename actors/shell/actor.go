@@ -170,6 +170,9 @@ type exchange struct {
 	// queryMark is the length of the call's output when the query started:
 	// the lines of the query that bash echoes are after it.
 	queryMark int
+	// reportAt is the length of that output when the query's report came:
+	// what follows is bash's prompt cycle after it.
+	reportAt int
 	// afterLine: a query whose status is that of the line just typed.
 	afterLine bool
 	// cancelMark is the length of the call's output when SIGINT was sent.

@@ -23,6 +23,9 @@ type collector struct {
 	// markerBytes counts bytes shaped like a marker of ours that were
 	// taken out of the stream but were no answer of bash's.
 	markerBytes int64
+	// cycleBytes counts bytes of bash's prompt cycle after a status query
+	// that were left out without being a repeat of what came before.
+	cycleBytes int64
 }
 
 func newCollector(limit int) collector { return collector{limit: limit} }
@@ -70,7 +73,9 @@ func (c *collector) end() {
 	}
 }
 
-func (c *collector) empty() bool { return len(c.head) == 0 && c.dropped == 0 && c.markerBytes == 0 }
+func (c *collector) empty() bool {
+	return len(c.head) == 0 && c.dropped == 0 && c.markerBytes == 0 && c.cycleBytes == 0
+}
 
 // len is how many bytes are kept.
 func (c *collector) len() int { return len(c.head) }
@@ -84,7 +89,7 @@ func (c *collector) splitLastLine() (collector, []byte) {
 		return *c, nil
 	}
 	whole := newCollector(c.limit)
-	whole.markerBytes = c.markerBytes
+	whole.markerBytes, whole.cycleBytes = c.markerBytes, c.cycleBytes
 	whole.write(c.head[:i+1])
 	return whole, append([]byte(nil), c.head[i+1:]...)
 }
@@ -94,6 +99,7 @@ func (c *collector) add(o collector) {
 	c.write(o.head)
 	c.dropped += o.dropped
 	c.markerBytes += o.markerBytes
+	c.cycleBytes += o.cycleBytes
 	if o.dropped > 0 {
 		c.full = true
 	}
@@ -129,12 +135,25 @@ func (c *collector) trimSuffix(s string) bool {
 	return true
 }
 
+// cutFrom removes and returns the bytes from at on, unless bytes were
+// dropped (then what is kept is not where at points).
+func (c *collector) cutFrom(at int) []byte {
+	if c.dropped > 0 || at < 0 || at >= len(c.head) {
+		return nil
+	}
+	cut := append([]byte(nil), c.head[at:]...)
+	c.rewrite(c.head[:at])
+	return cut
+}
+
+func (c *collector) endsWith(s string) bool { return bytes.HasSuffix(c.head, []byte(s)) }
+
 // rewrite makes kept (nothing was dropped) the collector's bytes; what it
 // counted of markers stays.
 func (c *collector) rewrite(kept []byte) {
-	markers := c.markerBytes
+	markers, cycle := c.markerBytes, c.cycleBytes
 	*c = newCollector(c.limit)
-	c.markerBytes = markers
+	c.markerBytes, c.cycleBytes = markers, cycle
 	c.write(kept)
 }
 

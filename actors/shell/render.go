@@ -44,6 +44,9 @@ func (a *Actor) render(c *call, r *Result, trailer []string) Result {
 		if n := c.before.markerBytes; n > 0 {
 			b.WriteString(markerNote(n) + "\n")
 		}
+		if n := c.before.cycleBytes; n > 0 {
+			b.WriteString(cycleNote(n) + "\n")
+		}
 		b.WriteString("[end of output since the previous call]\n")
 	}
 	out := tidyJobNotices(c.out.text())
@@ -53,6 +56,9 @@ func (a *Actor) render(c *call, r *Result, trailer []string) Result {
 		trailer = append([]string{fmt.Sprintf(
 			"[output clipped: only the first %d characters are shown%s; %d more %s not kept]",
 			a.opts.Config.MaxOutputChars, cutNote(out), c.out.dropped, bytesWere(c.out.dropped, false))}, trailer...)
+	}
+	if n := c.out.cycleBytes; n > 0 {
+		trailer = append([]string{cycleNote(n)}, trailer...)
 	}
 	if n := c.out.markerBytes; n > 0 {
 		trailer = append([]string{markerNote(n)}, trailer...)
@@ -72,6 +78,13 @@ func (a *Actor) render(c *call, r *Result, trailer []string) Result {
 // promptvars off, or the text of $PS1 printed by a command).
 func markerNote(n int64) string {
 	return fmt.Sprintf("[%d %s left out: they had the shape of the runtime's prompt marker (the text of $PS1)]", n, bytesWere(n, false))
+}
+
+// cycleNote counts bytes bash printed after the runtime's status query
+// (PROMPT_COMMAND's output, a prompt) that did not repeat what it printed
+// after the command.
+func cycleNote(n int64) string {
+	return fmt.Sprintf("[%d %s left out: bash printed them after the runtime's status query, with its prompt (PROMPT_COMMAND's output, PS1)]", n, bytesWere(n, false))
 }
 
 // jobNotice is a line of bash's own about a job ("[1]+  Done  sleep 1")

@@ -328,3 +328,18 @@ func TestWaitingInsideAnEvalLineSaysTheRestWaits(t *testing.T) {
 		t.Fatalf("%q %+v", res.Text, res)
 	}
 }
+
+// PROMPT_COMMAND's output shows once per line, also when a status query
+// follows the line (and so runs PROMPT_COMMAND again); the prompt never.
+func TestPromptCommandOutputShowsOnce(t *testing.T) {
+	h := newHost(t, nil)
+	bash(t, h, "a", `PROMPT_COMMAND="echo PC"`)
+	wantText(t, bash(t, h, "a", `PS1="(v) "`), "PC\n")
+	wantText(t, bash(t, h, "a", `echo x`), "x\nPC\n")
+	v := newHost(t, func(c *config.Config) { c.Bash.VerifyStatus = true })
+	bash(t, v, "a", `PROMPT_COMMAND="echo PC"`)
+	for range 2 {
+		wantText(t, bash(t, v, "a", "echo x"), "x\nPC\n")
+	}
+	wantText(t, bash(t, v, "a", `PS1="(venv) $PS1"`), "PC\n")
+}

@@ -61,6 +61,7 @@ func (a *Actor) marker(ctx actor.Context, m marker, raw []byte) {
 			return
 		}
 		ex.query = append(ex.query, m)
+		ex.reportAt = a.outputSoFar().len()
 	default:
 		// bash is likely back: prove it.
 		if c := a.cur; c.begun {
@@ -450,14 +451,25 @@ func (a *Actor) query(afterLine bool) {
 	ex.token, ex.afterLine, ex.queryMark = token, afterLine, mark
 }
 
+// outputSoFar is where output goes now: the call's, or what came before it.
+func (a *Actor) outputSoFar() *collector {
+	if c := a.cur; c != nil && c.begun {
+		return &c.out
+	}
+	return &a.kept.idle
+}
+
 func (a *Actor) queryDone(ctx actor.Context) {
 	ex, c := &a.ex, a.cur
-	// What bash echoes of the query (xtrace, set -v) carries the token.
-	if c.begun {
-		c.out.dropLinesWith(ex.queryMark, ex.token)
-	} else {
-		a.kept.idle.dropLinesWith(ex.queryMark, ex.token)
+	out := a.outputSoFar()
+	// What bash printed after its report is its prompt cycle (PROMPT_COMMAND,
+	// the query line's own prompt): not the command's.
+	var cycle []byte
+	if len(ex.query) == 1 {
+		cycle = out.cutFrom(ex.reportAt)
 	}
+	// What bash echoes of the query (xtrace, set -v) carries the token.
+	out.dropLinesWith(ex.queryMark, ex.token)
 	if len(ex.query) != 1 {
 		if len(ex.query) > 1 && ex.afterLine {
 			a.conflict(ctx)
@@ -494,30 +506,29 @@ func (a *Actor) queryDone(ctx actor.Context) {
 	b.ps2Foreign = q.ps2ReadOnly
 	// The query line's own prompt (PS1 is ours again unless it is stuck)
 	// tells whether PROMPT_COMMAND changed PS2 again.
-	promptOurs := false
 	for _, m := range ex.ps1 {
-		if m.seq == b.seq && m.ps1Ours {
-			promptOurs = true
-			if !a.proto.ps2Ours(m) {
-				b.ps2Foreign = true
-			}
+		if m.seq == b.seq && m.ps1Ours && !a.proto.ps2Ours(m) {
+			b.ps2Foreign = true
 		}
+	}
+	junk := ""
+	if !elsewhere {
+		junk = a.proto.promptJunk(q.prompt)
+	}
+	// The cycle after the query repeats the one after the command (the
+	// same PROMPT_COMMAND output, the same prompt, or less of it): nothing
+	// is lost. Otherwise (a prompt that changes every time, a job printing
+	// just then) the notice counts what was left out.
+	if len(cycle) > 0 && !out.endsWith(string(cycle)) && !out.endsWith(string(cycle)+junk) {
+		out.cycleBytes += int64(len(cycle))
 	}
 	if !ex.afterLine {
 		a.next(ctx)
 		return
 	}
-	// The prompt that bash printed after the line (and after the query,
-	// while the prompt stays foreign) is not the command's output.
-	if junk := a.proto.promptJunk(q.prompt); junk != "" && !elsewhere {
-		c.out.trimSuffix(junk)
-		if b.ps1Stuck || !promptOurs {
-			// The query's own prompt was foreign too (PS1 is read-only, or
-			// PROMPT_COMMAND sets it at every prompt): the same text, if
-			// the prompt does not change.
-			c.out.trimSuffix(junk)
-		}
-	}
+	// The prompt that bash printed after the line is not the command's
+	// output.
+	out.trimSuffix(junk)
 	if c.incomplete {
 		// Asked after SIGINT cancelled incomplete text.
 		a.finish(ctx, c, a.statusResult(c, q.status))
