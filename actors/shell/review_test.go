@@ -147,37 +147,45 @@ func TestManyAgentsWaitingAtOnce(t *testing.T) {
 	})
 }
 
-// A background job of a shell without job control reads the terminal from
-// bash's own process group, so typed text may go to it: each call runs its
-// command and reports its own status, or says that the text did not reach
-// bash, or resets the shell naming the reader. Never a status for a
-// command that did not run.
-func TestBackgroundReaderInTheShellsGroup(t *testing.T) {
-	h := newHost(t, nil)
-	bash(t, h, "a", "X=kept; set +m; cat /dev/tty > /dev/null &")
-	stolen := 0
-	for i := 0; i < 20 && stolen < 2; i++ {
-		res := bash(t, h, "a", "echo \"[${X-}]\"; (exit 3)")
-		switch {
-		case res.ShellReset:
-			if !strings.Contains(res.Text, "`cat`") || !res.StatusUnknown {
-				t.Fatalf("reset without naming the reader: %q %+v", res.Text, res)
+// Another reader of bash's terminal, so typed text may go to it: a
+// background job of a shell without job control (in bash's own process
+// group), or a program in a session of its own that opened the terminal by
+// its path. Each call runs its command and reports its own status, or says
+// that the text did not reach bash, or resets the shell naming the reader.
+// Never a status for a command that did not run.
+func TestAnotherReaderOfTheTerminal(t *testing.T) {
+	for _, start := range []string{
+		"X=kept; set +m; cat /dev/tty > /dev/null &",
+		`X=kept; (setsid sh -c 'exec cat < "$0" > /dev/null' "$(tty)" &)`,
+	} {
+		t.Run(start, func(t *testing.T) {
+			h := newHost(t, nil)
+			bash(t, h, "a", start)
+			stolen := 0
+			for i := 0; i < 30 && stolen < 2; i++ {
+				res := bash(t, h, "a", "echo \"[${X-}]\"; (exit 3)")
+				switch {
+				case res.ShellReset:
+					if !strings.Contains(res.Text, "`cat`") || !res.StatusUnknown {
+						t.Fatalf("reset without naming the reader: %q %+v", res.Text, res)
+					}
+					bash(t, h, "a", start)
+					stolen++
+				case res.NotRun:
+					if !res.StatusUnknown || res.ExitCode != nil || !strings.Contains(res.Text, "`cat`") {
+						t.Fatalf("not run, but: %q %+v", res.Text, res)
+					}
+					stolen++
+				default:
+					if res.StatusUnknown || exitCode(res) != "3" || res.Text != "[kept]\n[exit code: 3]" {
+						t.Fatalf("ran: %q %+v", res.Text, res)
+					}
+				}
 			}
-			bash(t, h, "a", "X=kept; set +m; cat /dev/tty > /dev/null &")
-			stolen++
-		case res.NotRun:
-			if !res.StatusUnknown || res.ExitCode != nil || !strings.Contains(res.Text, "`cat`") {
-				t.Fatalf("not run, but: %q %+v", res.Text, res)
+			if stolen == 0 {
+				t.Fatal("the reader never took a line in 30 calls: the case was not exercised")
 			}
-			stolen++
-		default:
-			if res.StatusUnknown || exitCode(res) != "3" || res.Text != "[kept]\n[exit code: 3]" {
-				t.Fatalf("ran: %q %+v", res.Text, res)
-			}
-		}
-	}
-	if stolen == 0 {
-		t.Fatal("the reader never took a line in 20 calls: the case was not exercised")
+		})
 	}
 }
 

@@ -211,17 +211,17 @@ func (a *Actor) stderrElsewhere() bool {
 	return err != nil || out != a.proc.TTYName()
 }
 
-// textStolen names a program other than bash that reads the terminal from
-// bash's own process group (a background job of a shell without job
-// control): typed text reaches whichever of them reads first. Empty when
-// there is none.
+// textStolen names a program other than bash, started from it, that reads
+// its terminal (a background job of a shell without job control, or a
+// program that opened the terminal by its path): typed text reaches
+// whichever of them reads first. Empty when there is none.
 func (a *Actor) textStolen() string {
-	readers, err := procfs.OtherReaders(a.proc.PID(), a.proc.TTYName())
+	readers, err := procfs.OtherReaders(a.proc.Tree(), a.proc.TTYName())
 	if err != nil || len(readers) == 0 {
 		return ""
 	}
-	return describeWaiter(readers[0]) + ", which reads the same terminal from the shell's own process group " +
-		"(a background job of a shell without job control, set +m),"
+	return describeWaiter(readers[0]) + ", which reads the same terminal as bash " +
+		"(a background job of a shell without job control, set +m, or a program that opened the terminal itself),"
 }
 
 // atPrompt: bash is proven back at its prompt; the exchange is over.

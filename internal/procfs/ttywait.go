@@ -101,20 +101,22 @@ func asyncJob(pid int) bool {
 	return err1 == nil && err2 == nil && intr && quit
 }
 
-// OtherReaders lists the members of process group pgrp other than its
-// leader that are proven blocked reading the terminal ttyPath. When the
+// OtherReaders lists the processes of tree t other than its leader (the
+// session's) that are proven blocked reading the terminal ttyPath. When the
 // leader is a shell at its prompt, they compete with it for every line
 // typed: a background job of a shell without job control (set +m) runs in
-// the shell's own group, so the terminal lets it read.
-func OtherReaders(pgrp int, ttyPath string) ([]Wait, error) {
+// the shell's own process group, so the terminal lets it read, and a
+// process that left the session and opened the terminal by its path reads
+// it freely. It reads every process's stat: for rare checks only.
+func OtherReaders(t Tree, ttyPath string) ([]Wait, error) {
 	tty := newTerminal(ttyPath)
-	members, err := Group(pgrp)
+	sc, err := t.scan()
 	if err != nil {
 		return nil, err
 	}
 	var readers []Wait
-	for _, m := range members {
-		if m.PID == pgrp {
+	for _, m := range sc.members {
+		if m.PID == t.Session {
 			continue
 		}
 		if w, _ := taskWait(m, tty); w.State == WaitingInput {

@@ -286,7 +286,7 @@ func TestOtherReadersFindsABackgroundReader(t *testing.T) {
 	var readers []procfs.Wait
 	testkit.Eventually(t, "cat reading beside its shell", func() (bool, string) {
 		var err error
-		readers, err = procfs.OtherReaders(tm.pid(), tm.tty)
+		readers, err = procfs.OtherReaders(procfs.Tree{Session: tm.pid()}, tm.tty)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,7 +298,7 @@ func TestOtherReadersFindsABackgroundReader(t *testing.T) {
 	// A shell reading alone has no other reader.
 	alone := startTerm(t, "bash", "--norc", "--noprofile", "-c", "read x")
 	waitFor(t, alone.pid(), alone.tty, procfs.WaitingInput)
-	if r, err := procfs.OtherReaders(alone.pid(), alone.tty); err != nil || len(r) != 0 {
+	if r, err := procfs.OtherReaders(procfs.Tree{Session: alone.pid()}, alone.tty); err != nil || len(r) != 0 {
 		t.Fatalf("alone: %+v %v", r, err)
 	}
 }
@@ -309,7 +309,7 @@ func TestOtherReadersFindsABackgroundReader(t *testing.T) {
 func TestTTYWaitLeavesOutAsyncJobsOfAShellWithoutJobControl(t *testing.T) {
 	tm := startTerm(t, "bash", "--norc", "--noprofile", "-c", "set +m; cat /dev/tty >/dev/null & sleep 100")
 	testkit.Eventually(t, "cat reading beside the sleeping command", func() (bool, string) {
-		r, err := procfs.OtherReaders(tm.pid(), tm.tty)
+		r, err := procfs.OtherReaders(procfs.Tree{Session: tm.pid()}, tm.tty)
 		return err == nil && len(r) == 1, fmt.Sprintf("%+v %v", r, err)
 	})
 	neverWaiting(t, tm.pid(), tm.tty)

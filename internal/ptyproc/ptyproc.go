@@ -872,6 +872,9 @@ func (p *Process) inputPending() bool {
 	return err == nil && n > 0 && fds[0].Revents&unix.POLLIN != 0
 }
 
+// Tree is what Close kills: the session, and what left it carrying its mark.
+func (p *Process) Tree() procfs.Tree { return p.tree }
+
 // ExitStatus returns the program's exit status once it has exited.
 func (p *Process) ExitStatus() (ExitStatus, bool) {
 	select {
