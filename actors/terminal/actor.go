@@ -68,7 +68,29 @@ type Actor struct {
 	waiters    []*waiter
 	holder     *holder
 	closing    *closing
+	// held is a task_kill SIGINT waiting for the program to take the text
+	// the task typed.
+	held *heldSignal
 }
+
+// heldSignal is a task_kill SIGINT held back until the terminal's program
+// has taken the text the task typed: no input pending, and the program
+// either back reading the terminal or no longer in the foreground. (A shell without job control keeps the
+// foreground while its command runs: there the bound decides.) A line editor keeps typed-ahead bytes of its
+// own that no signal clears, so a SIGINT that lands while it works through
+// them cuts the line and runs the rest ("s^C" then "leep 30": command not
+// found). A command the shell forked is signalled once it has executed
+// its program. Held at most heldSignalMax.
+type heldSignal struct {
+	taskID string
+	until  time.Time
+	timer  *time.Timer
+}
+
+// heldRetry asks again whether the typed text was taken.
+type heldRetry struct{ h *heldSignal }
+
+const heldSignalMax = 250 * time.Millisecond
 
 // waiter is a call (or a task) waiting for the program to be ready.
 type waiter struct {
@@ -145,8 +167,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *Reserve:
 		a.reserve(ctx, m)
 	case *Interrupt:
-		if a.holder != nil && a.holder.id == m.TaskID && a.proc != nil && a.exit == nil {
-			_ = a.proc.Signal(m.Sig)
+		a.interrupt(m)
+	case *heldRetry:
+		if m.h == a.held && a.proc != nil {
+			a.proc.Probe(m.h, true)
 		}
 	case *Release:
 		if a.holder != nil && a.holder.id == m.TaskID {
@@ -169,7 +193,12 @@ func (a *Actor) Receive(ctx actor.Context) {
 			}
 		}
 	case *ptyproc.Probe:
-		if m.Proc == a.proc {
+		if m.Proc != a.proc {
+			break
+		}
+		if h, ok := m.Tag.(*heldSignal); ok {
+			a.heldProbed(m, h)
+		} else {
 			a.probed(ctx, m)
 		}
 	case *waitproof.Tick:
@@ -276,6 +305,7 @@ func hasKey(m map[string]string, k string) bool {
 // waiting.
 func (a *Actor) teardown(ctx actor.Context, why string) {
 	a.wait.Stop()
+	a.dropHeld()
 	for _, w := range a.waiters {
 		if w.timer != nil {
 			w.timer.Stop()
@@ -571,6 +601,66 @@ func (a *Actor) respondPage(ctx actor.Context, m *Read) {
 		p.head = []string{fmt.Sprintf("[offset %d is past the end of the output (%d bytes so far)]", *m.Args.Offset, a.hist.end())}
 	}
 	ctx.Respond(a.result(m.CallID, ToolRead, p, a.currentState(), false))
+}
+
+// interrupt signals the foreground group for task_kill. SIGINT waits until
+// the task's text was taken (see heldSignal). SIGTERM and SIGKILL never go
+// to the terminal's own program at its input: the command is over, and it
+// is the task's end that has not been seen yet.
+func (a *Actor) interrupt(m *Interrupt) {
+	h := a.holder
+	if h == nil || h.id != m.TaskID || a.proc == nil || a.exit != nil {
+		return
+	}
+	if m.Sig == syscall.SIGINT {
+		a.dropHeld()
+		a.held = &heldSignal{taskID: m.TaskID, until: time.Now().Add(heldSignalMax)}
+		a.proc.Probe(a.held, true)
+		return
+	}
+	if fg, err := a.proc.ForegroundGroup(); err == nil && fg == a.proc.PID() {
+		if w, err := procfs.TTYWait(fg, a.proc.TTYName()); err == nil && w.State == procfs.WaitingInput && w.PID == fg {
+			return
+		}
+	}
+	_ = a.proc.Signal(m.Sig)
+}
+
+func (a *Actor) heldProbed(p *ptyproc.Probe, h *heldSignal) {
+	if h != a.held {
+		return
+	}
+	// Taken: a command has the terminal, or the program is back reading
+	// it. (Blocked elsewhere is not enough: a shell that forked the command
+	// but has not handed it the terminal yet would get the signal instead,
+	// and the command would run on unseen.)
+	leaderReads := p.Wait.State == procfs.WaitingInput && p.Wait.PID == a.proc.PID()
+	taken := p.Err == nil && !p.InputPending && (p.Pgrp != a.proc.PID() && !a.forkedShell(p.Pgrp) || leaderReads)
+	if !taken && time.Now().Before(h.until) {
+		send := a.send
+		h.timer = time.AfterFunc(time.Millisecond, func() { send(&heldRetry{h}) })
+		return
+	}
+	a.held = nil
+	if a.holder != nil && a.holder.id == h.taskID && a.exit == nil {
+		_ = a.proc.Signal(syscall.SIGINT)
+	}
+}
+
+// forkedShell reports whether the foreground group's leader is still a copy
+// of the terminal's shell that has not executed its command yet: a SIGINT
+// then would meet the shell's handler, and the command would run on.
+func (a *Actor) forkedShell(pgrp int) bool {
+	fg, err1 := procfs.Stat(pgrp)
+	sh, err2 := procfs.Stat(a.proc.PID())
+	return err1 == nil && err2 == nil && fg.Comm == sh.Comm && fg.PPID == sh.PID
+}
+
+func (a *Actor) dropHeld() {
+	if a.held != nil && a.held.timer != nil {
+		a.held.timer.Stop()
+	}
+	a.held = nil
 }
 
 // output takes program output: markers out, history in, the task fed, the

@@ -212,6 +212,9 @@ type Process struct {
 	// needs no wake-up: the reader looks at pending before it parks.
 	delivering atomic.Bool
 
+	// writeMu guards writeQueue and every write(2) to the master, so that
+	// discardInput can drop what is queued with no write of it still under
+	// way.
 	writeMu      sync.Mutex
 	writeQueue   []byte
 	writeWake    chan struct{}
@@ -748,31 +751,62 @@ func (p *Process) writeLoop() {
 		case <-p.done:
 			return
 		}
-		for {
-			p.writeMu.Lock()
-			chunk := p.writeQueue
-			p.writeMu.Unlock()
-			if len(chunk) == 0 {
-				break
-			}
-			// Writing through the File parks in the poller while the terminal's
-			// input queue is full; Close wakes it.
-			n, err := p.master.Write(chunk)
-			p.bytesWritten.Add(int64(n))
-			p.writeMu.Lock()
-			p.writeQueue = p.writeQueue[n:]
-			if len(p.writeQueue) == 0 {
-				p.writeQueue = nil
-			}
-			p.writeMu.Unlock()
-			if err != nil {
-				p.writeMu.Lock()
-				p.writeQueue = nil
-				p.writeMu.Unlock()
-				break
-			}
+		for p.writeSome() {
 		}
 	}
+}
+
+// writeSome writes what the queue holds with one write(2), parking in the
+// poller while the terminal's input queue is full (Close wakes it). It
+// reports whether more is left to write. Each attempt takes writeMu and
+// looks at the queue afresh, so nothing discardInput dropped is written.
+func (p *Process) writeSome() bool {
+	var n int
+	var werr error
+	err := p.rc.Write(func(fd uintptr) bool {
+		p.writeMu.Lock()
+		defer p.writeMu.Unlock()
+		if len(p.writeQueue) == 0 {
+			n, werr = 0, nil
+			return true
+		}
+		n, werr = unix.Write(int(fd), p.writeQueue)
+		if werr == unix.EAGAIN {
+			return false
+		}
+		if n > 0 {
+			p.bytesWritten.Add(int64(n))
+			p.writeQueue = p.writeQueue[n:]
+		}
+		if werr != nil || len(p.writeQueue) == 0 {
+			p.writeQueue = nil // a failed write fails for the rest too
+		}
+		return true
+	})
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	if err != nil {
+		p.writeQueue = nil // closed, or woken by Close
+	}
+	return len(p.writeQueue) > 0
+}
+
+// discardInput drops the input not yet read by the program, as the line
+// discipline does when it turns ^C, ^\ or ^Z into a signal (unless the
+// program set NOFLSH): what is still queued here, and what the terminal
+// holds unread. Output is never dropped.
+func (p *Process) discardInput() error {
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	t, err := unix.IoctlGetTermios(p.slaveFD, unix.TCGETS)
+	if err != nil {
+		return err
+	}
+	if t.Lflag&unix.NOFLSH != 0 {
+		return nil
+	}
+	p.writeQueue = nil
+	return unix.IoctlSetInt(p.slaveFD, unix.TCFLSH, unix.TCIFLUSH)
 }
 
 // control runs f on the master's descriptor.
@@ -796,10 +830,16 @@ func (p *Process) ForegroundGroup() (int, error) {
 }
 
 // Signal sends sig to the terminal's foreground process group, as the
-// terminal driver does for ^C, whatever the terminal modes are.
+// terminal driver does for ^C, whatever the terminal modes are. SIGINT,
+// SIGQUIT and SIGTSTP also discard the input not yet read, as their keys
+// do: a line typed just before ^C never runs after it.
 func (p *Process) Signal(sig syscall.Signal) error {
 	switch sig {
 	case syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTSTP:
+		// As the key would: the text typed before it is not read after it.
+		if err := p.discardInput(); err != nil {
+			return err
+		}
 		return p.control(func(fd int) error {
 			return unix.IoctlSetInt(fd, unix.TIOCSIG, int(sig))
 		})
