@@ -42,6 +42,9 @@ type scan struct {
 	members []Proc
 	unsure  int
 	zombies []int
+	// vanished: listed, but gone by the time its stat was read. It may have
+	// been a member that forked after the listing and was reaped at once.
+	vanished int
 }
 
 func (t Tree) scan() (scan, error) {
@@ -49,7 +52,12 @@ func (t Tree) scan() (scan, error) {
 		return scan{}, fmt.Errorf("%w (got %d)", ErrBadID, t.Session)
 	}
 	var sc scan
-	members, err := filter(func(p Proc) bool {
+	all, vanished, err := list()
+	if err != nil {
+		return sc, err
+	}
+	sc.vanished = vanished
+	keep := func(p Proc) bool {
 		switch {
 		case p.Zombie():
 			if p.Session == t.Session {
@@ -66,10 +74,18 @@ func (t Tree) scan() (scan, error) {
 			sc.unsure++
 		}
 		return ok
-	})
-	sc.members = members
-	return sc, err
+	}
+	for _, p := range all {
+		if keep(p) {
+			sc.members = append(sc.members, p)
+		}
+	}
+	return sc, nil
 }
+
+// vanishedRescans bounds the scans taken again only because a listed
+// process was gone when read: on a busy machine some always are.
+const vanishedRescans = 3
 
 // unsureRetry is the pause before a scan is taken again because a process
 // could not be read (it was executing a program): a moment, not a wait for
@@ -89,6 +105,7 @@ const unsureRetry = 2 * time.Millisecond
 func KillTree(t Tree, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	seenZombies := map[int]bool{}
+	rescans := 0
 	for {
 		sc, err := t.scan()
 		if err != nil {
@@ -104,8 +121,13 @@ func KillTree(t Tree, timeout time.Duration) error {
 		// Nobody seen. Look again when the scan may have missed someone: a
 		// process caught in execve, or the child of a member that exited
 		// between the listing of /proc and the reading of its stat (such a
-		// child was forked after the listing).
+		// child was forked after the listing), whether it was still a
+		// zombie then or already reaped (seen as vanished).
 		again := sc.unsure > 0
+		if sc.vanished > 0 && rescans < vanishedRescans {
+			again = true
+			rescans++
+		}
 		for _, z := range sc.zombies {
 			if !seenZombies[z] {
 				seenZombies[z], again = true, true
@@ -115,6 +137,9 @@ func KillTree(t Tree, timeout time.Duration) error {
 			return nil
 		}
 		if !time.Now().Before(deadline) {
+			if sc.unsure == 0 {
+				return nil
+			}
 			return fmt.Errorf("procfs: %d process(es) that may have left session %d could not be read for %v", sc.unsure, t.Session, timeout)
 		}
 		time.Sleep(unsureRetry)

@@ -115,16 +115,23 @@ func marked(pid int, name, token string) (ok, sure bool) {
 // List returns every process that exists while /proc is read. Processes that
 // exit during the scan are skipped.
 func List() ([]Proc, error) {
+	procs, _, err := list()
+	return procs, err
+}
+
+// list is List, and how many processes were listed but gone (or
+// unreadable) when their stat was read.
+func list() (procs []Proc, vanished int, err error) {
 	d, err := os.Open("/proc")
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer d.Close()
 	names, err := d.Readdirnames(-1)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	procs := make([]Proc, 0, len(names))
+	procs = make([]Proc, 0, len(names))
 	for _, name := range names {
 		if name == "" || name[0] < '0' || name[0] > '9' {
 			continue
@@ -135,11 +142,12 @@ func List() ([]Proc, error) {
 		}
 		p, err := Stat(pid)
 		if err != nil {
+			vanished++
 			continue // exited meanwhile, or unreadable: not ours
 		}
 		procs = append(procs, p)
 	}
-	return procs, nil
+	return procs, vanished, nil
 }
 
 // ErrBadID is returned for a session or group id that cannot be one of ours:
