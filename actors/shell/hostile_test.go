@@ -218,17 +218,22 @@ func TestWaitingTUIsEndWithoutAReset(t *testing.T) {
 	}
 }
 
-// Text bash cannot finish reading while it ignores SIGINT cannot be
-// cancelled: the reset says so.
-func TestIncompleteTextWithSIGINTIgnoredIsAnnounced(t *testing.T) {
+// Text bash cannot finish reading, when SIGINT cannot cancel it (ignored,
+// or trapped, which keeps bash reading): the reset says why.
+func TestIncompleteTextSIGINTCannotCancelIsAnnounced(t *testing.T) {
 	h := newHost(t, nil)
-	bash(t, h, "a", "trap '' INT")
-	res := bash(t, h, "a", "echo 'open")
-	if !res.ShellReset || !strings.Contains(res.Text, "SIGINT") {
-		t.Fatalf("%q %+v", res.Text, res)
-	}
-	if next := bash(t, h, "a", "echo ok"); !next.FreshShell || !strings.HasSuffix(next.Text, "ok\n") {
-		t.Fatalf("%q %+v", next.Text, next)
+	for agent, c := range map[string]struct{ trap, why string }{
+		"ignored": {"trap '' INT", "ignores SIGINT"},
+		"trapped": {`trap "echo INTTRAP" INT`, "trap on INT"},
+	} {
+		bash(t, h, agent, c.trap)
+		res := bash(t, h, agent, `echo "open`)
+		if !res.ShellReset || !strings.Contains(res.Text, c.why) {
+			t.Fatalf("%s: %q %+v", agent, res.Text, res)
+		}
+		if next := bash(t, h, agent, "echo ok"); !next.FreshShell || !strings.HasSuffix(next.Text, "ok\n") {
+			t.Fatalf("%s: %q %+v", agent, next.Text, next)
+		}
 	}
 }
 

@@ -313,20 +313,6 @@ func TestVerifiedStatusCannotBeForgedByBlankingPS1(t *testing.T) {
 	}
 }
 
-// An INT trap keeps bash reading incomplete text through SIGINT: the reset
-// says so.
-func TestIncompleteTextUnderAnINTTrap(t *testing.T) {
-	h := newHost(t, nil)
-	bash(t, h, "a", `trap "echo INTTRAP" INT`)
-	res := bash(t, h, "a", `echo "unterminated`)
-	if !res.ShellReset || !strings.Contains(res.Text, "trap on INT") {
-		t.Fatalf("%q %+v", res.Text, res)
-	}
-	if next := bash(t, h, "a", "echo ok"); !next.FreshShell || !strings.HasSuffix(next.Text, "ok\n") {
-		t.Fatalf("%q %+v", next.Text, next)
-	}
-}
-
 // Text sent as one eval line that waits for input says what of it is left.
 func TestWaitingInsideAnEvalLineSaysTheRestWaits(t *testing.T) {
 	h := newHost(t, nil)
