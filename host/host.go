@@ -183,8 +183,12 @@ func (h *Host) agentPID(ctx context.Context, id string) (*actor.PID, error) {
 // timeout) answers with a result whose IsError is set; the error return is
 // for the call itself: a bad agent id, a stopped host, a cancelled context.
 //
-// Cancelling ctx withdraws the call: its result is discarded and the tool
-// stops it the way it documents (the bash tool resets its shell).
+// Cancelling ctx withdraws the call, as semaphore.Acquire has it: Call
+// returns ctx's error and the call holds nothing afterwards. The bash tool
+// resets its shell; a terminal_send releases the terminal's reservation; a
+// terminal_open closes the terminal nobody saw; a terminal_read or
+// task_output stops waiting; a background send, whose task id the caller
+// may not have seen, is stopped as task_kill would.
 func (h *Host) Call(ctx context.Context, agentID, tool string, args json.RawMessage) (*messages.ToolResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err // withdrawn before it started: nothing runs

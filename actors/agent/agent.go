@@ -9,6 +9,7 @@ import (
 
 	"github.com/dsh-actors/dsh-actors/actors/shell"
 	"github.com/dsh-actors/dsh-actors/actors/tasks"
+	"github.com/dsh-actors/dsh-actors/actors/terminal"
 	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 	"github.com/dsh-actors/dsh-actors/messages"
@@ -140,8 +141,17 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *messages.ToolCall:
 		a.dispatch(ctx, m)
 	case *messages.CancelCall:
+		// Whichever child has the call withdraws it; the others do not know
+		// the id. (Children answer callers directly, so the agent does not
+		// keep track of who has which call.)
 		if a.shell != nil {
 			ctx.Send(a.shell, &shell.Cancel{CallID: m.CallId})
+		}
+		for _, pid := range a.terminals {
+			ctx.Send(pid, &terminal.Cancel{CallID: m.CallId})
+		}
+		if a.tasks != nil {
+			ctx.Send(a.tasks, &tasks.Cancel{CallID: m.CallId})
 		}
 	case *crash:
 		panic(m.reason)

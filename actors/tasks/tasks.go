@@ -60,6 +60,10 @@ type (
 		CallID string
 		TaskID string
 	}
+	// Cancel withdraws a call whose caller is gone: a waiting task_output
+	// ends with no answer; a background send whose task id nobody may have
+	// seen is stopped as task_kill would. Unknown ids are ignored.
+	Cancel struct{ CallID string }
 	// List lists the agent's tasks.
 	List struct{ CallID string }
 )
@@ -123,6 +127,10 @@ func (r *Registry) Receive(ctx actor.Context) {
 		r.forward(ctx, m.CallID, ToolKill, m.TaskID, m)
 	case *List:
 		ctx.Respond(r.list(m.CallID))
+	case *Cancel:
+		for _, e := range r.tasks {
+			ctx.Send(e.pid, m)
+		}
 	case *status:
 		if e, ok := r.tasks[m.id]; ok {
 			e.running, e.ready, e.started = m.running, m.ready, m.started
@@ -291,7 +299,7 @@ func (t *task) Receive(ctx actor.Context) {
 		for _, w := range t.waiters {
 			ctx.Send(w.sender, errorResult(w.callID, ToolOutput, "task_output: the task's agent is stopping"))
 		}
-		if t.killing != nil {
+		if t.killing != nil && t.killing.sender != nil {
 			ctx.Send(t.killing.sender, errorResult(t.killing.callID, ToolKill, "task_kill: the task's agent is stopping"))
 		}
 		if !t.done {
@@ -320,6 +328,8 @@ func (t *task) Receive(ctx actor.Context) {
 		t.output(ctx, m)
 	case *Kill:
 		t.kill(ctx, m)
+	case *Cancel:
+		t.cancel(ctx, m.CallID)
 	case *waitTick:
 		t.answerWaiter(ctx, m.w)
 	case *settleTick:
@@ -356,7 +366,9 @@ func (t *task) event(ctx actor.Context, m *terminal.TaskEvent) {
 			if k.timer != nil {
 				k.timer.Stop()
 			}
-			ctx.Send(k.sender, t.result(k.callID, ToolKill, fmt.Sprintf("[%s stopped after %s]", t.id, killSteps[k.step])))
+			if k.sender != nil {
+				ctx.Send(k.sender, t.result(k.callID, ToolKill, fmt.Sprintf("[%s stopped after %s]", t.id, killSteps[k.step])))
+			}
 		}
 	}
 }
@@ -448,6 +460,29 @@ func fitTask(head []string, out []byte, tail []string, limit int) string {
 
 var killSteps = []string{"SIGINT", "SIGTERM", "SIGKILL", "giving up its reservation"}
 var killSignals = []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL}
+
+func (t *task) cancel(ctx actor.Context, callID string) {
+	kept := t.waiters[:0]
+	for _, w := range t.waiters {
+		if w.callID != callID {
+			kept = append(kept, w)
+			continue
+		}
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+		if w.settle != nil {
+			w.settle.Stop()
+		}
+	}
+	t.waiters = kept
+	if callID == t.start.CallID && !t.done && t.killing == nil {
+		// The send that started this task was withdrawn: its caller may
+		// never have seen the task id, so nobody could stop it.
+		t.killing = &killState{}
+		t.killStep(ctx, &killTick{k: t.killing, step: 0})
+	}
+}
 
 func (t *task) kill(ctx actor.Context, m *Kill) {
 	if t.done {

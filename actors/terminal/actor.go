@@ -162,6 +162,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.resize(ctx, m)
 	case *Close:
 		a.close(ctx, m)
+	case *Cancel:
+		a.cancel(ctx, m.CallID)
 	case *Describe:
 		ctx.Respond(a.info())
 	case *Reserve:
@@ -359,8 +361,28 @@ func (a *Actor) busy() string {
 		return fmt.Sprintf("terminal %s is busy: background task %s has been running on it since %s (%v ago); collect it with task_output or stop it with task_kill",
 			a.opts.ID, h.id, h.since.Format("15:04:05.000"), age)
 	}
-	return fmt.Sprintf("terminal %s is busy: call %s has been sending to it since %s (%v ago); its keystrokes are not mixed with yours, so wait for it to return",
-		a.opts.ID, h.id, h.since.Format("15:04:05.000"), age)
+	return fmt.Sprintf("terminal %s is busy: another terminal_send has been sending to it since %s (%v ago) and waits for the program; its keystrokes are not mixed with yours, so wait for it to return",
+		a.opts.ID, h.since.Format("15:04:05.000"), age)
+}
+
+// cancel withdraws a call (see Cancel).
+func (a *Actor) cancel(ctx actor.Context, callID string) {
+	opening := false
+	a.dropWaiters(func(w *waiter) bool {
+		if w.kind == waitTask || w.callID != callID {
+			return false
+		}
+		opening = opening || w.kind == waitOpen
+		return true
+	})
+	if h := a.holder; h != nil && !h.task && h.id == callID {
+		a.holder = nil
+	}
+	if opening {
+		// Nobody knows this terminal's id: it would be held for good.
+		a.teardown(ctx, "the terminal_open that started this terminal was cancelled")
+		ctx.Stop(ctx.Self())
+	}
 }
 
 func (a *Actor) foregroundSend(ctx actor.Context, m *Send) {

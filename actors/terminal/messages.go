@@ -39,6 +39,11 @@ type (
 	// Close ends the session and everything in it; the terminal actor stops
 	// after answering.
 	Close struct{ CallID string }
+	// Cancel withdraws a call whose caller is gone: its wait ends with no
+	// answer and it holds nothing afterwards (a send's reservation is
+	// released; an open nobody saw closes the terminal). Unknown ids are
+	// ignored.
+	Cancel struct{ CallID string }
 )
 
 // Describe asks for an *Info (terminal_list).

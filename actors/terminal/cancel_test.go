@@ -1,0 +1,88 @@
+package terminal_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/dsh-actors/dsh-actors/internal/testkit"
+)
+
+// cancelWhen runs a tool call, cancels its context once ready() holds, and
+// checks that the call returns the context's error.
+func (f *fixture) cancelWhen(tool, args string, ready func() (bool, string)) {
+	f.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := f.h.Call(ctx, "a", tool, json.RawMessage(args))
+		errc <- err
+	}()
+	testkit.Eventually(f.t, tool+" under way", ready)
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		f.t.Fatalf("%s cancelled: got %v, want context.Canceled", tool, err)
+	}
+}
+
+func running(cmd string) func() (bool, string) {
+	return func() (bool, string) {
+		left := testkit.CommandsRunning(cmd)
+		return len(left) > 0, "not yet"
+	}
+}
+
+// One rule for every tool: a cancelled call returns the context's error
+// and holds nothing afterwards.
+func TestCancelledCallsHoldNothing(t *testing.T) {
+	f := newFixture(t, nil)
+	n := 100000 + rand.IntN(800000)
+	sleep := func(i int) string { return fmt.Sprintf("sleep %d", n+i) }
+
+	// terminal_open of a program that never gets ready: the terminal nobody
+	// saw is closed, and its program ends.
+	f.cancelWhen("terminal_open", fmt.Sprintf(`{"command":%q}`, sleep(0)), running(sleep(0)))
+	testkit.Eventually(t, "the cancelled open's terminal gone", func() (bool, string) {
+		r := f.call("terminal_list", `{}`)
+		return strings.Contains(r.text, "no terminals"), r.text
+	})
+	testkit.Eventually(t, "its program gone", func() (bool, string) {
+		return len(testkit.CommandsRunning(sleep(0))) == 0, "still running"
+	})
+
+	// terminal_send: the reservation is released at once.
+	id, _ := f.open(`{}`)
+	f.cancelWhen("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":%q,"keys":["Enter"],"wait_ms":60000}`, id, sleep(1)), running(sleep(1)))
+	r := f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"keys":["C-c"],"wait_ms":5000}`, id))
+	if r.isErr || strings.Contains(r.text, "busy") {
+		t.Fatalf("the send after a cancelled one: %+v", r)
+	}
+
+	// terminal_read with a wait: nothing is left waiting; reads go on.
+	f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":%q,"keys":["Enter"],"wait_ms":0}`, id, sleep(2)))
+	f.cancelWhen("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"wait_ms":60000}`, id), running(sleep(2)))
+	if r := f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"wait_ms":0}`, id)); r.isErr {
+		t.Fatalf("read after a cancelled read: %+v", r)
+	}
+	f.call("terminal_signal", fmt.Sprintf(`{"terminal_id":%q,"signal":"SIGINT"}`, id))
+	want(t, f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"wait_ms":5000}`, id)), "prompt")
+
+	// task_output with a wait: withdrawn; the task goes on and can be killed.
+	bg := f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":%q,"keys":["Enter"],"run_in_background":true}`, id, sleep(3)))
+	task, _ := bg.data["task_id"].(string)
+	if task == "" {
+		t.Fatalf("%+v", bg)
+	}
+	testkit.Eventually(t, "the task's command running", running(sleep(3)))
+	f.call("task_output", fmt.Sprintf(`{"task_id":%q}`, task)) // collect the echo of the line
+	f.cancelWhen("task_output", fmt.Sprintf(`{"task_id":%q,"wait_ms":60000}`, task), func() (bool, string) { return true, "" })
+	if k := f.call("task_kill", fmt.Sprintf(`{"task_id":%q}`, task)); k.isErr || k.data["running"] != false {
+		t.Fatalf("kill after a cancelled task_output: %+v", k)
+	}
+	want(t, f.send(id, "echo free", "Enter"), "prompt", "free")
+}
