@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/dsh-actors/dsh-actors/actors/shell"
@@ -265,5 +266,52 @@ func TestCallWithCancelledContextNeverRuns(t *testing.T) {
 	res, err := h.Bash(ctxT(t), "a", shell.Args{Command: "test -e " + flag + "; echo $?"})
 	if err != nil || res.Text != "1\n" || res.FreshShell {
 		t.Fatalf("%+v %v: want the file absent and the same shell", res, err)
+	}
+}
+
+// Every call is answered exactly once: many timeouts in a row (each a
+// reset), and calls still queued when the agent stops.
+func TestEveryCallIsAnswered(t *testing.T) {
+	h := start(t, host.Options{})
+	const n = 150
+	var wg sync.WaitGroup
+	answered := make(chan error, 2*n)
+	for range n {
+		wg.Go(func() {
+			_, err := h.Bash(ctxT(t), "a", shell.Args{Command: "sleep 10", TimeoutMs: 10})
+			answered <- err
+		})
+	}
+	wg.Wait()
+	for range n {
+		if err := <-answered; err != nil {
+			t.Fatalf("a timed-out call: %v", err)
+		}
+	}
+	// Calls waiting behind a long one when the agent stops get an answer.
+	for range 20 {
+		wg.Go(func() {
+			res, err := h.Bash(ctxT(t), "b", shell.Args{Command: "sleep 30"})
+			if err == nil && !res.IsError {
+				err = fmt.Errorf("a call the stop cut short succeeded: %+v", res)
+			}
+			if err != nil && !strings.Contains(err.Error(), "stop") && !strings.Contains(res.Text, "stop") {
+				answered <- err
+				return
+			}
+			answered <- nil
+		})
+	}
+	testkit.Eventually(t, "agent b's shell running sleep", func() (bool, string) {
+		return len(testkit.CommandsRunning("sleep 30")) > 0, "not yet"
+	})
+	if err := h.StopAgent(ctxT(t), "b"); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for range 20 {
+		if err := <-answered; err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -21,7 +21,10 @@
 //     and only the parent can spawn a replacement. [Strategy.ChildTerminated]
 //     says whether to: yes for a Permanent child the supervisor did not stop
 //     itself, no otherwise.
-//   - A failure that would make more than MaxRestarts restarts within the
+//   - A failure that says it is expected (see [Expected]: a shell reset
+//     after a timeout or an exit is the protocol working) is restarted at
+//     once, with no backoff, and not counted.
+//   - Any other failure that would make more than MaxRestarts restarts within the
 //     period Within stops the child, and with [Escalate] the supervisor
 //     fails too, so that its own supervisor decides (OTP's default); with
 //     [StopChild] the supervisor carries on without the child.

@@ -229,6 +229,12 @@ func (s *Strategy) decide(pid *actor.PID, reason any) (Decision, func(Decision))
 			d.Directive = actor.StopDirective
 			break
 		}
+		if isExpected(reason) {
+			// Part of the protocol (a shell reset after a timeout or an
+			// exit): restarted at once, never counted against the budget
+			// that catches crash loops.
+			break
+		}
 		d.Failures = c.fail(s.now(), p.within())
 		if d.Failures > p.maxRestarts() {
 			d.Directive = actor.EscalateDirective

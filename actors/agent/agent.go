@@ -43,9 +43,9 @@ type Options struct {
 }
 
 // DefaultShellPolicy restarts the shell after each reset (timeout, exit,
-// cancel): a fresh bash on the next call. The limit is generous because a
-// model that keeps typing `exit` is not a crash loop; past it the failure
-// escalates to the agent.
+// cancel): a fresh bash on the next call. Resets are expected failures and
+// never counted; the limit catches a shell actor that keeps panicking (a
+// bug), and past it the failure escalates to the agent.
 func DefaultShellPolicy() supervision.Policy {
 	return supervision.Policy{
 		Restart:     supervision.Transient,
@@ -70,7 +70,23 @@ type Actor struct {
 	terminals    map[string]*actor.PID
 	terminalIDs  map[string]string // PID id -> terminal id
 	lastTerminal int
+	// inflight are the calls handed to a child and not answered yet. The
+	// child answers the agent, which passes the answer on; a child that
+	// stops with calls in its mailbox (protoactor drops them) cannot leave
+	// a caller waiting, because the agent answers those itself.
+	inflight map[string]inflight
 }
+
+// inflight is a call a child has.
+type inflight struct {
+	caller *actor.PID
+	child  *actor.PID
+	tool   string
+}
+
+// childGone is sent to itself when a child has stopped: queued behind the
+// answers the child sent before it stopped, so those are passed on first.
+type childGone struct{ who *actor.PID }
 
 var _ actor.SupervisorStrategy = (*Actor)(nil)
 
@@ -94,7 +110,7 @@ func Props(opts Options) *actor.Props {
 			panic(fmt.Sprintf("agent: invalid shell policy: %v", err))
 		}
 		return &Actor{opts: opts, log: log, strategy: strategy,
-			terminals: map[string]*actor.PID{}, terminalIDs: map[string]string{}}
+			terminals: map[string]*actor.PID{}, terminalIDs: map[string]string{}, inflight: map[string]inflight{}}
 	}, opts.propsOptions(log)...)
 }
 
@@ -135,24 +151,45 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *actor.Started:
 	case *actor.Stopping, *actor.Restarting:
 		// protoactor stops the children next; each cleans up its own
-		// processes. No restart may be scheduled meanwhile.
+		// processes. No restart may be scheduled meanwhile. What they have
+		// of calls is answered here, as their answers may not get through.
 		a.strategy.Stopping()
+		why := "the agent is stopping"
+		if _, ok := m.(*actor.Restarting); ok {
+			why = "the agent failed and is restarting; its shell, terminals and tasks are gone"
+		}
+		for id, f := range a.inflight {
+			delete(a.inflight, id)
+			ctx.Send(f.caller, &messages.ToolResult{CallId: id, Tool: f.tool, IsError: true, Text: f.tool + ": " + why})
+		}
 	case *actor.Stopped:
 	case *messages.ToolCall:
 		a.dispatch(ctx, m)
 	case *messages.CancelCall:
-		// Whichever child has the call withdraws it; the others do not know
-		// the id. (Children answer callers directly, so the agent does not
-		// keep track of who has which call.)
-		if a.shell != nil {
-			ctx.Send(a.shell, &shell.Cancel{CallID: m.CallId})
+		// The child that has the call withdraws it; nobody waits for its
+		// answer any more.
+		f, ok := a.inflight[m.CallId]
+		if !ok {
+			break
 		}
-		for _, pid := range a.terminals {
-			ctx.Send(pid, &terminal.Cancel{CallID: m.CallId})
+		delete(a.inflight, m.CallId)
+		switch {
+		case f.child.Equal(a.shell):
+			ctx.Send(f.child, &shell.Cancel{CallID: m.CallId})
+		case f.child.Equal(a.tasks):
+			ctx.Send(f.child, &tasks.Cancel{CallID: m.CallId})
+		default:
+			ctx.Send(f.child, &terminal.Cancel{CallID: m.CallId})
 		}
-		if a.tasks != nil {
-			ctx.Send(a.tasks, &tasks.Cancel{CallID: m.CallId})
+	case *messages.ToolResult:
+		if f, ok := a.inflight[m.CallId]; ok {
+			delete(a.inflight, m.CallId)
+			ctx.Send(f.caller, m)
 		}
+	case *actor.DeadLetterResponse:
+		a.failCalls(ctx, m.Target, "it had stopped")
+	case *childGone:
+		a.failCalls(ctx, m.who, "it stopped before answering")
 	case *crash:
 		panic(m.reason)
 	case *actor.Terminated:
@@ -168,6 +205,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 			}
 		}
 		a.strategy.ChildTerminated(m.Who)
+		ctx.Send(ctx.Self(), &childGone{who: m.Who})
 	default:
 		a.log.Warn("agent: unexpected message", "type", fmt.Sprintf("%T", m))
 	}
@@ -184,6 +222,24 @@ func (a *Actor) dispatch(ctx actor.Context, call *messages.ToolCall) {
 
 func errorResult(call *messages.ToolCall, text string) *messages.ToolResult {
 	return &messages.ToolResult{CallId: call.CallId, Tool: call.Tool, Text: text, IsError: true}
+}
+
+// forward hands a call to the child that does the work; its answer comes
+// back here and goes on to the caller.
+func (a *Actor) forward(ctx actor.Context, call *messages.ToolCall, child *actor.PID, msg any) {
+	a.inflight[call.CallId] = inflight{caller: ctx.Sender(), child: child, tool: call.Tool}
+	ctx.Request(child, msg)
+}
+
+// failCalls answers with an error every call that child had.
+func (a *Actor) failCalls(ctx actor.Context, child *actor.PID, why string) {
+	for id, f := range a.inflight {
+		if f.child.Equal(child) {
+			delete(a.inflight, id)
+			ctx.Send(f.caller, &messages.ToolResult{CallId: id, Tool: f.tool, IsError: true,
+				Text: fmt.Sprintf("%s: internal error: the actor that had this call was gone (%s); nothing of it can be reported", f.tool, why)})
+		}
+	}
 }
 
 // shellPID returns the agent's shell actor, spawning it on first use.

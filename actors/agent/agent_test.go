@@ -191,28 +191,37 @@ func asError(v any) error {
 	return err
 }
 
-// Past its restart limit the shell escalates: the agent fails, is restarted
-// by its own supervisor, and serves the next call.
-func TestShellPastItsLimitEscalatesToTheAgent(t *testing.T) {
+// Resets are the protocol working, not failures: however many exits come,
+// the shell's restart limit is never reached, the agent is not restarted,
+// and its terminals stay.
+func TestExpectedResetsNeverReachTheLimit(t *testing.T) {
 	f := newFixture(t)
 	events := testkit.SupervisorEvents(t, f.system)
 	policy := DefaultShellPolicy()
 	policy.MaxRestarts, policy.Within = 1, time.Hour
 	a := f.spawn("a", &policy)
-	f.bash(a, "exit")
-	f.bash(a, "exit")
-	// The second reset is past the limit: the shell's decision is Escalate,
-	// then the agent itself is restarted by the root guardian.
-	sawEscalate := false
-	for !sawEscalate {
-		e := testkit.Next(t, events, testkit.Timeout)
-		sawEscalate = e.Directive == actor.EscalateDirective
+	if res := f.call(a, "terminal_open", `{}`); res.IsError {
+		t.Fatalf("%+v", res)
 	}
-	if e := nextEvent(t, events, a); e.Directive != actor.RestartDirective {
-		t.Fatalf("agent decision %v", e.Directive)
+	for range 5 {
+		f.bash(a, "exit")
 	}
 	if got := f.bash(a, "echo served"); got != "served\n" {
 		t.Fatalf("%q", got)
+	}
+	if res := f.call(a, "terminal_list", `{}`); !strings.Contains(res.Text, "t1:") {
+		t.Fatalf("the agent's terminal is gone: %+v", res)
+	}
+	for {
+		select {
+		case e := <-events:
+			if e.Directive != actor.RestartDirective {
+				t.Fatalf("a reset decided %v: %v", e.Directive, e.Reason)
+			}
+			continue
+		default:
+		}
+		break
 	}
 }
 

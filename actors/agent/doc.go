@@ -18,8 +18,16 @@
 //
 // The agent implements actor.SupervisorStrategy through a
 // supervision.Strategy. Its shell is Transient and is restarted after every
-// reset (DefaultShellPolicy); a shell that resets more than 100 times in 10 s
-// escalates to the agent's own supervisor, the host.
+// reset (DefaultShellPolicy), which is not counted as a failure; a shell
+// actor that panics more than 100 times in 10 s escalates to the agent's own
+// supervisor, the host.
+//
+// Calls go to the child that does the work with the agent as the sender,
+// and the child's answer comes back through the agent (Actor.forward). So
+// a call is answered exactly once whatever happens to the child: protoactor
+// drops the messages left in a stopped actor's mailbox, and the agent then
+// answers those calls with an error; when the agent itself stops or
+// restarts, it answers every call still out.
 //
 // # Goroutines
 //

@@ -19,8 +19,7 @@ import (
 )
 
 // handler carries out one tool call. It answers bad arguments itself and
-// hands the rest to the child that owns the work, with the caller as
-// sender, so the child answers the caller directly.
+// hands the rest to the child that owns the work (see Actor.forward).
 type handler func(a *Actor, ctx actor.Context, call *messages.ToolCall)
 
 var handlers = map[string]handler{
@@ -67,7 +66,7 @@ func bashTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
 		ctx.Respond(errorResult(call, err.Error()))
 		return
 	}
-	ctx.RequestWithCustomSender(a.shellPID(ctx), &shell.Run{CallID: call.CallId, Args: args}, ctx.Sender())
+	a.forward(ctx, call, a.shellPID(ctx), &shell.Run{CallID: call.CallId, Args: args})
 }
 
 func openTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
@@ -89,7 +88,7 @@ func openTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
 	_ = a.strategy.SetPolicy(pid, terminalPolicy)
 	a.terminals[id] = pid
 	a.terminalIDs[pid.Id] = id
-	ctx.RequestWithCustomSender(pid, &terminal.Open{CallID: call.CallId}, ctx.Sender())
+	a.forward(ctx, call, pid, &terminal.Open{CallID: call.CallId})
 }
 
 // lookup finds one of the agent's terminals; a foreign id and an id that
@@ -116,12 +115,12 @@ func sendTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
 	keys, _ := terminal.EncodeKeys(args.Keys) // checked by Parse
 	input := append([]byte(args.Text), keys...)
 	if args.RunInBackground {
-		ctx.RequestWithCustomSender(a.tasksPID(ctx), &tasks.Start{
+		a.forward(ctx, call, a.tasksPID(ctx), &tasks.Start{
 			CallID: call.CallId, TerminalID: args.TerminalID, Terminal: pid, Input: input, Text: typed(args),
-		}, ctx.Sender())
+		})
 		return
 	}
-	ctx.RequestWithCustomSender(pid, &terminal.Send{CallID: call.CallId, Input: input, Wait: waitOf(args.WaitMs, cfg)}, ctx.Sender())
+	a.forward(ctx, call, pid, &terminal.Send{CallID: call.CallId, Input: input, Wait: waitOf(args.WaitMs, cfg)})
 }
 
 func waitOf(w *int64, cfg terminal.Config) time.Duration {
@@ -147,7 +146,7 @@ func forTerminal[T any](build func(*messages.ToolCall, *T) (string, any)) handle
 		}
 		id, msg := build(call, &args)
 		if pid := a.lookup(ctx, call, id); pid != nil {
-			ctx.RequestWithCustomSender(pid, msg, ctx.Sender())
+			a.forward(ctx, call, pid, msg)
 		}
 	}
 }
@@ -236,7 +235,7 @@ func taskOutputTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
 	if args.WaitMs != nil {
 		wait = time.Duration(*args.WaitMs) * time.Millisecond
 	}
-	ctx.RequestWithCustomSender(a.tasksPID(ctx), &tasks.Output{CallID: call.CallId, Args: args, Wait: wait}, ctx.Sender())
+	a.forward(ctx, call, a.tasksPID(ctx), &tasks.Output{CallID: call.CallId, Args: args, Wait: wait})
 }
 
 func taskKillTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
@@ -245,7 +244,7 @@ func taskKillTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
 		ctx.Respond(errorResult(call, err.Error()))
 		return
 	}
-	ctx.RequestWithCustomSender(a.tasksPID(ctx), &tasks.Kill{CallID: call.CallId, TaskID: args.TaskID}, ctx.Sender())
+	a.forward(ctx, call, a.tasksPID(ctx), &tasks.Kill{CallID: call.CallId, TaskID: args.TaskID})
 }
 
 func taskListTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
@@ -254,7 +253,7 @@ func taskListTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
 		ctx.Respond(errorResult(call, err.Error()))
 		return
 	}
-	ctx.RequestWithCustomSender(a.tasksPID(ctx), &tasks.List{CallID: call.CallId}, ctx.Sender())
+	a.forward(ctx, call, a.tasksPID(ctx), &tasks.List{CallID: call.CallId})
 }
 
 // typed shows what a send typed, keys as <Name>, for task_list.
