@@ -89,10 +89,15 @@ func Props(opts Options, extra ...actor.PropsOption) *actor.Props {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	// A task that fails is stopped, never restarted: a restart would type
+	// its input again.
+	extra = append([]actor.PropsOption{actor.WithSupervisor(stopTasks)}, extra...)
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &Registry{opts: opts, tasks: map[string]*entry{}}
 	}, extra...)
 }
+
+var stopTasks = actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
 
 // Registry owns an agent's background tasks, one child actor each.
 type Registry struct {
@@ -164,8 +169,12 @@ func (r *Registry) start(ctx actor.Context, m *Start) {
 	}
 	r.next++
 	id := "task-" + strconv.Itoa(r.next)
+	// Taken now: a producer runs again on a restart, when ctx is another
+	// message's (tasks are not restarted, but the producer must not depend
+	// on that).
+	caller, self := ctx.Sender(), ctx.Self()
 	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &task{id: id, start: m, caller: ctx.Sender(), cfg: r.opts.Terminal, registry: ctx.Self()}
+		return &task{id: id, start: m, caller: caller, cfg: r.opts.Terminal, registry: self}
 	}, r.opts.PropsOptions...))
 	r.tasks[id] = &entry{pid: pid, terminal: m.TerminalID, text: m.Text, since: time.Now(), running: true}
 }

@@ -1,9 +1,18 @@
 package tasks
 
 import (
+	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 	"unicode/utf8"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/dsh-actors/dsh-actors/actors/terminal"
 
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
 )
@@ -21,5 +30,41 @@ func TestFitTaskKeepsTheEndWithinTheCap(t *testing.T) {
 	}
 	if got := fitTask(nil, []byte("x"), []string{"[t]"}, 1024); got != "x\n[t]" {
 		t.Fatalf("%q", got)
+	}
+}
+
+// fakeTerminal answers every Reserve and counts them.
+type fakeTerminal struct {
+	reserves *atomic.Int32
+	task     chan *actor.PID
+}
+
+func (f *fakeTerminal) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*terminal.Reserve); ok {
+		if f.reserves.Add(1) == 1 {
+			f.task <- ctx.Sender()
+		}
+		ctx.Respond(&terminal.Reserved{})
+	}
+}
+
+// A task that fails is stopped, not restarted into typing its input again.
+// This one fails answering a Start that came with no sender.
+func TestAFailedTaskIsNotRestarted(t *testing.T) {
+	system := testkit.NewSystem(t)
+	var reserves atomic.Int32
+	taskPID := make(chan *actor.PID, 1)
+	term := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &fakeTerminal{&reserves, taskPID} }))
+	cfg := terminal.DefaultConfig()
+	reg := system.Root.Spawn(Props(Options{Terminal: cfg, Logger: slog.New(slog.DiscardHandler)}))
+	system.Root.Send(reg, &Start{CallID: "c1", TerminalID: "t1", Terminal: term, Input: []byte("x\n"), Text: "x"})
+	task := testkit.Next(t, taskPID, testkit.Timeout)
+	// Restarted, it would keep its PID and answer; stopped, it is gone.
+	testkit.Eventually(t, "the failed task stopped", func() (bool, string) {
+		_, err := system.Root.RequestFuture(task, &Output{CallID: "o"}, 100*time.Millisecond).Result()
+		return errors.Is(err, actor.ErrDeadLetter), fmt.Sprint(err)
+	})
+	if n := reserves.Load(); n != 1 {
+		t.Fatalf("the task typed its input %d times", n)
 	}
 }
