@@ -3,7 +3,9 @@ package agent
 import (
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -75,7 +77,14 @@ type Actor struct {
 	// stops with calls in its mailbox (protoactor drops them) cannot leave
 	// a caller waiting, because the agent answers those itself.
 	inflight map[string]inflight
+	// lost survives a restart of the agent (it is shared with the
+	// producer): what the failed agent had, so that a later call naming one
+	// of its terminals or tasks is told what happened to it.
+	lost *lostNote
 }
+
+// lostNote says what an agent restart took away.
+type lostNote struct{ text string }
 
 // inflight is a call a child has.
 type inflight struct {
@@ -103,6 +112,7 @@ func Props(opts Options) *actor.Props {
 	if opts.ShellPolicy != nil {
 		policy = *opts.ShellPolicy
 	}
+	lost := &lostNote{}
 	return actor.PropsFromProducer(func() actor.Actor {
 		strategy, err := supervision.New(policy)
 		if err != nil {
@@ -110,7 +120,7 @@ func Props(opts Options) *actor.Props {
 			panic(fmt.Sprintf("agent: invalid shell policy: %v", err))
 		}
 		return &Actor{opts: opts, log: log, strategy: strategy,
-			terminals: map[string]*actor.PID{}, terminalIDs: map[string]string{}, inflight: map[string]inflight{}}
+			terminals: map[string]*actor.PID{}, terminalIDs: map[string]string{}, inflight: map[string]inflight{}, lost: lost}
 	}, opts.propsOptions(log)...)
 }
 
@@ -157,6 +167,16 @@ func (a *Actor) Receive(ctx actor.Context) {
 		why := "the agent is stopping"
 		if _, ok := m.(*actor.Restarting); ok {
 			why = "the agent failed and is restarting; its shell, terminals and tasks are gone"
+			ids := make([]string, 0, len(a.terminals))
+			for id := range a.terminals {
+				ids = append(ids, id)
+			}
+			sort.Slice(ids, func(i, j int) bool { return terminalNumber(ids[i]) < terminalNumber(ids[j]) })
+			a.lost.text = fmt.Sprintf("the agent failed and was restarted at %s: its shell, its terminals (%s) and its background tasks were lost",
+				time.Now().Format("15:04:05"), strings.Join(ids, ", "))
+			if len(ids) == 0 {
+				a.lost.text = fmt.Sprintf("the agent failed and was restarted at %s: its shell and background tasks were lost", time.Now().Format("15:04:05"))
+			}
 		}
 		for id, f := range a.inflight {
 			delete(a.inflight, id)
@@ -184,6 +204,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *messages.ToolResult:
 		if f, ok := a.inflight[m.CallId]; ok {
 			delete(a.inflight, m.CallId)
+			if m.IsError && a.lost.text != "" && strings.Contains(m.Text, "no such task") {
+				m.Text += " (" + a.lost.text + ")"
+			}
 			ctx.Send(f.caller, m)
 		}
 	case *actor.DeadLetterResponse:

@@ -137,6 +137,9 @@ func TestPanicIsLoggedSupervisedAndContained(t *testing.T) {
 	a, b := f.spawn("a", nil), f.spawn("b", nil)
 	f.bash(a, "export X=from-a")
 	f.bash(b, "export X=from-b")
+	if res := f.call(a, "terminal_open", `{}`); res.IsError {
+		t.Fatalf("%+v", res)
+	}
 	oldShell, otherShell := f.shellPID(a), f.shellPID(b)
 
 	f.system.Root.Send(a, &crash{reason: errors.New("boom")})
@@ -148,6 +151,10 @@ func TestPanicIsLoggedSupervisedAndContained(t *testing.T) {
 		t.Fatalf("agent a after its restart: %q, want a fresh shell", got)
 	}
 	testkit.SessionGone(t, oldShell)
+	// The terminal it lost is not simply unknown: the answer says why.
+	if res := f.call(a, "terminal_read", `{"terminal_id":"t1"}`); !res.IsError || !strings.Contains(res.Text, "restarted") || !strings.Contains(res.Text, "t1") {
+		t.Fatalf("a terminal lost in the restart: %+v", res)
+	}
 	if got := f.bash(b, `echo "[${X-}] $$"`); got != "[from-b] "+strconv.Itoa(otherShell)+"\n" {
 		t.Fatalf("agent b was disturbed: %q", got)
 	}

@@ -96,7 +96,11 @@ func openTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
 func (a *Actor) lookup(ctx actor.Context, call *messages.ToolCall, id string) *actor.PID {
 	pid, ok := a.terminals[id]
 	if !ok {
-		ctx.Respond(errorResult(call, fmt.Sprintf("%s: no such terminal %q (terminal_list shows yours)", call.Tool, id)))
+		text := fmt.Sprintf("%s: no such terminal %q (terminal_list shows yours)", call.Tool, id)
+		if a.lost.text != "" {
+			text += "; " + a.lost.text
+		}
+		ctx.Respond(errorResult(call, text))
 	}
 	return pid
 }
