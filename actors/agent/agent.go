@@ -14,6 +14,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/actors/terminal"
 	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
+	"github.com/dsh-actors/dsh-actors/internal/safetext"
 	"github.com/dsh-actors/dsh-actors/messages"
 	"github.com/dsh-actors/dsh-actors/supervision"
 )
@@ -207,6 +208,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 			if m.IsError && a.lost.text != "" && strings.Contains(m.Text, "no such task") {
 				m.Text += " (" + a.lost.text + ")"
 			}
+			if f.tool != shell.ToolName {
+				m = fitResult(m, a.opts.Config.Terminal.MaxResultBytes)
+			}
 			ctx.Send(f.caller, m)
 		}
 	case *actor.DeadLetterResponse:
@@ -243,15 +247,37 @@ func (a *Actor) dispatch(ctx actor.Context, call *messages.ToolCall) {
 	h(a, ctx, call)
 }
 
+// errorResult answers a call the agent refuses itself (bad arguments, an
+// unknown tool or terminal). An error repeats little of what it was given.
 func errorResult(call *messages.ToolCall, text string) *messages.ToolResult {
-	return &messages.ToolResult{CallId: call.CallId, Tool: call.Tool, Text: text, IsError: true}
+	return &messages.ToolResult{CallId: call.CallId, Tool: call.Tool, Text: safetext.Clip(text, maxErrorText), IsError: true}
 }
+
+// maxErrorText bounds the text of an error the agent gives.
+const maxErrorText = 4096
 
 // forward hands a call to the child that does the work; its answer comes
 // back here and goes on to the caller.
 func (a *Actor) forward(ctx actor.Context, call *messages.ToolCall, child *actor.PID, msg any) {
 	a.inflight[call.CallId] = inflight{caller: ctx.Sender(), child: child, tool: call.Tool}
 	ctx.Request(child, msg)
+}
+
+// fitResult makes sure a terminal or task result, text and data together,
+// is within max bytes, whatever its tool put in it. The tools fit their
+// own results; this is the guarantee behind them.
+func fitResult(r *messages.ToolResult, max int) *messages.ToolResult {
+	if len(r.Text)+len(r.Data) <= max {
+		return r
+	}
+	out := &messages.ToolResult{CallId: r.CallId, Tool: r.Tool, IsError: r.IsError, Data: r.Data}
+	note := fmt.Sprintf("\n[result cut to terminal.maxResultBytes (%d bytes)]", max)
+	if len(out.Data) > max/2 {
+		out.Data = nil
+		note = fmt.Sprintf("\n[result cut to terminal.maxResultBytes (%d bytes); its data was too large to keep]", max)
+	}
+	out.Text = safetext.Head(r.Text, max-len(out.Data)-len(note)) + note
+	return out
 }
 
 // failCalls answers with an error every call that child had.

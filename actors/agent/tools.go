@@ -174,7 +174,7 @@ func listTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
 	for i, id := range ids {
 		pids[i] = a.terminals[id]
 	}
-	root, caller := ctx.ActorSystem().Root, ctx.Sender()
+	root, caller, max := ctx.ActorSystem().Root, ctx.Sender(), a.opts.Config.Terminal.MaxResultBytes
 	go func() {
 		var lines []string
 		infos := []map[string]any{}
@@ -197,7 +197,7 @@ func listTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
 			text = strings.Join(lines, "\n")
 		}
 		data, _ := json.Marshal(map[string]any{"terminals": infos})
-		root.Send(caller, &messages.ToolResult{CallId: call.CallId, Tool: call.Tool, Text: text, Data: data})
+		root.Send(caller, fitResult(&messages.ToolResult{CallId: call.CallId, Tool: call.Tool, Text: text, Data: data}, max))
 	}()
 }
 

@@ -236,7 +236,7 @@ func (r *Registry) list(callID string) *messages.ToolResult {
 			}
 		}
 		fmt.Fprintf(&b, "%s on %s, %s, started %s ago: %q\n", id, e.terminal, state, time.Since(e.since).Round(time.Millisecond), preview(e.text))
-		items = append(items, item{TaskID: id, TerminalID: e.terminal, Running: e.running, Reason: e.ready.Reason, Text: e.text})
+		items = append(items, item{TaskID: id, TerminalID: e.terminal, Running: e.running, Reason: e.ready.Reason, Text: safetext.Clip(e.text, 200)})
 	}
 	data, _ := json.Marshal(map[string]any{"tasks": items})
 	return &messages.ToolResult{CallId: callID, Tool: ToolList, Text: strings.TrimSuffix(b.String(), "\n"), Data: data}

@@ -18,6 +18,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/internal/inband"
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
+	"github.com/dsh-actors/dsh-actors/internal/safetext"
 	"github.com/dsh-actors/dsh-actors/internal/waitproof"
 	"github.com/dsh-actors/dsh-actors/messages"
 )
@@ -132,6 +133,10 @@ type (
 	deadlineTick struct{ w *waiter }
 	graceTick    struct{ c *closing }
 )
+
+// echoMax bounds a value the model gave (a command, a directory) when an
+// answer repeats it: a listing or an error is never a megabyte long.
+const echoMax = 200
 
 // shell markers: "\x1eDST" nonce ":" status "\x1e".
 const termMarkerLead = "\x1eDST"
@@ -276,7 +281,7 @@ func (a *Actor) start() {
 	}
 	if dir != "" {
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			a.startErr = fmt.Errorf("cwd %q is not a directory that exists", dir)
+			a.startErr = fmt.Errorf("cwd %q is not a directory that exists", safetext.Clip(dir, echoMax))
 			return
 		}
 	}
@@ -346,7 +351,7 @@ func (a *Actor) open(ctx actor.Context, m *Open) {
 			what = "bash"
 		}
 		ctx.Respond(&messages.ToolResult{CallId: m.CallID, Tool: ToolOpen, IsError: true,
-			Text: fmt.Sprintf("terminal_open: could not start %q: %v", what, a.startErr)})
+			Text: safetext.Clip(fmt.Sprintf("terminal_open: could not start %q: %v", safetext.Clip(what, echoMax), a.startErr), 4*echoMax)})
 		ctx.Stop(ctx.Self())
 		return
 	}
@@ -613,7 +618,7 @@ func (a *Actor) respondPage(ctx actor.Context, m *Read) {
 	if past {
 		from = to
 	}
-	if m.Args.Limit != nil && from+*m.Args.Limit < to {
+	if m.Args.Limit != nil && *m.Args.Limit < to-from { // no overflow: to-from is small
 		to = from + *m.Args.Limit
 	}
 	raw, start := a.hist.slice(from, to)
@@ -825,7 +830,7 @@ func (a *Actor) foreground() string {
 }
 
 func (a *Actor) info() *Info {
-	in := &Info{ID: a.opts.ID, Command: a.command, Running: a.exit == nil && a.proc != nil, ExitStatus: a.exit, LastReady: a.lastReady}
+	in := &Info{ID: a.opts.ID, Command: safetext.Clip(a.command, echoMax), Running: a.exit == nil && a.proc != nil, ExitStatus: a.exit, LastReady: a.lastReady}
 	if in.Running {
 		in.Foreground = a.foreground()
 	}

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dsh-actors/dsh-actors/internal/safetext"
 	"github.com/dsh-actors/dsh-actors/internal/toolargs"
 )
 
@@ -164,7 +165,7 @@ func checkEnv(tool string, env map[string]string) error {
 	}
 	for k, v := range env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
-			return fmt.Errorf(`%s: env entry %q: names must be non-empty without "=" or NUL, values without NUL`, tool, k)
+			return fmt.Errorf(`%s: env entry %q: names must be non-empty without "=" or NUL, values without NUL`, tool, safetext.Clip(k, echoMax))
 		}
 	}
 	return nil
@@ -215,7 +216,7 @@ func EncodeKeys(keys []string) ([]byte, error) {
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		return nil, fmt.Errorf("unknown key %q: use one of %s, or C-a ... C-z", k, strings.Join(names, ", "))
+		return nil, fmt.Errorf("unknown key %q: use one of %s, or C-a ... C-z", safetext.Clip(k, echoMax), strings.Join(names, ", "))
 	}
 	return out, nil
 }
@@ -256,7 +257,7 @@ var signals = map[string]syscall.Signal{
 func ParseSignal(name string) (syscall.Signal, error) {
 	s, ok := signals[strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(name)), "SIG")]
 	if !ok {
-		return 0, fmt.Errorf(`signal %q is not one of INT, TERM, KILL, HUP, QUIT, TSTP, CONT`, name)
+		return 0, fmt.Errorf(`signal %q is not one of INT, TERM, KILL, HUP, QUIT, TSTP, CONT`, safetext.Clip(name, echoMax))
 	}
 	return s, nil
 }

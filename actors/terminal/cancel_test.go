@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
 )
 
@@ -85,4 +86,58 @@ func TestCancelledCallsHoldNothing(t *testing.T) {
 		t.Fatalf("kill after a cancelled task_output: %+v", k)
 	}
 	want(t, f.send(id, "echo free", "Enter"), "prompt", "free")
+}
+
+// Every result is within maxResultBytes, data included: listings of long
+// commands, errors that echo what they were given, output that grows when
+// made safe (each NUL shows as three bytes), and a page with an offset and
+// the largest limit.
+func TestEveryResultIsWithinTheCap(t *testing.T) {
+	const max = 4096
+	f := newFixture(t, func(c *config.Config) { c.Terminal.MaxResultBytes = max })
+	long := strings.Repeat("x", 100000)
+	check := func(what string, r result) {
+		t.Helper()
+		b, _ := json.Marshal(r.data)
+		if r.data == nil {
+			b = nil
+		}
+		if len(r.text)+len(b) > max {
+			t.Fatalf("%s: %d bytes of text and %d of data, cap %d", what, len(r.text), len(b), max)
+		}
+	}
+	for range 4 {
+		id, _ := f.open(`{}`)
+		f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":"true %s","keys":["Enter"],"run_in_background":true}`, id, long))
+	}
+	check("terminal_list", f.call("terminal_list", `{}`))
+	check("task_list", f.call("task_list", `{}`))
+	check("open with a long cwd", f.call("terminal_open", fmt.Sprintf(`{"cwd":"/%s"}`, long)))
+	check("bad key", f.call("terminal_send", fmt.Sprintf(`{"terminal_id":"t1","keys":[%q]}`, long)))
+	check("bad signal", f.call("terminal_signal", fmt.Sprintf(`{"terminal_id":"t1","signal":%q}`, long)))
+
+	id, _ := f.open(`{}`)
+	r := f.send(id, "head -c 200000 /dev/zero; echo END", "Enter")
+	check("NUL output", r)
+	if !strings.Contains(r.text, "END") {
+		t.Fatalf("the end of NUL output is not shown: %.300q", r.text)
+	}
+	// Paging through it always moves on, to the end.
+	off, sawEnd := int64(0), false
+	for i := 0; i < 2000 && !sawEnd; i++ {
+		p := f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"offset":%d,"limit":9223372036854775807}`, id, off))
+		check("page", p)
+		to, _ := p.data["output_to"].(float64)
+		sawEnd = strings.Contains(p.text, "END")
+		if int64(to) <= off && !sawEnd {
+			t.Fatalf("paging stuck at %d: %.300q", off, p.text)
+		}
+		off = int64(to)
+	}
+	if !sawEnd {
+		t.Fatal("paging never reached the end")
+	}
+	if p := f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"offset":1,"limit":9223372036854775807}`, id)); p.data["output_to"].(float64) <= 1 {
+		t.Fatalf("offset 1 with the largest limit: %+v", p)
+	}
 }

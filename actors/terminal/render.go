@@ -77,19 +77,17 @@ func (p page) fit(budget int) (string, string) {
 	if budget < 0 {
 		budget = 0
 	}
-	// Cut the raw bytes, then convert: a replacement character can be longer
-	// than the byte it replaces, so shrink until the text fits.
+	// Cut the raw bytes by what they show: a replacement character can be
+	// longer than the byte it replaces. At least one character goes, so
+	// that paging always moves on.
 	raw := p.raw
-	shown := raw
-	for n := budget; ; n -= max(1, len(safetext.String(shown))-budget) {
-		if p.keepHead {
-			shown = safetext.Head(raw, n)
-		} else {
-			shown = safetext.Tail(raw, n)
-		}
-		if len(safetext.String(shown)) <= budget || n <= 0 {
-			break
-		}
+	fitting := safetext.TailFitting
+	if p.keepHead {
+		fitting = safetext.HeadFitting
+	}
+	shown := fitting(raw, budget)
+	if len(shown) == 0 && len(raw) > 0 {
+		shown = fitting(raw, len("\uFFFD"))
 	}
 	left := int64(len(raw) - len(shown))
 	if p.keepHead {

@@ -1,6 +1,7 @@
 package safetext
 
 import (
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -65,4 +66,60 @@ func Head[T ~string | ~[]byte](s T, n int) T {
 		i--
 	}
 	return s[:i]
+}
+
+// shownSize is how many bytes String shows for the character or invalid
+// byte at the start of b, and how many bytes of b that is.
+func shownSize(r rune, size int) int {
+	switch {
+	case r == utf8.RuneError && size == 1:
+		return len("\uFFFD")
+	case r == 0:
+		return len("\u2400")
+	}
+	return size
+}
+
+// HeadFitting returns the longest prefix of b whose safe text (String) is
+// at most n bytes. It ends on a character boundary.
+func HeadFitting(b []byte, n int) []byte {
+	shown, i := 0, 0
+	for i < len(b) {
+		r, size := utf8.DecodeRune(b[i:])
+		w := shownSize(r, size)
+		if shown+w > n {
+			break
+		}
+		shown += w
+		i += size
+	}
+	return b[:i]
+}
+
+// TailFitting returns the longest suffix of b whose safe text (String) is
+// at most n bytes. It starts on a character boundary.
+func TailFitting(b []byte, n int) []byte {
+	shown, i := 0, len(b)
+	for i > 0 {
+		r, size := utf8.DecodeLastRune(b[:i])
+		w := shownSize(r, size)
+		if shown+w > n {
+			break
+		}
+		shown += w
+		i -= size
+	}
+	return b[i:]
+}
+
+// Clip returns s whole when it is at most n bytes, and otherwise its first
+// n bytes (on a character boundary) and a note of how many more there were:
+// for values echoed back in errors and listings, which must not carry a
+// megabyte of command into a bounded result.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	h := Head(s, n)
+	return h + "… [" + strconv.Itoa(len(s)-len(h)) + " more bytes]"
 }

@@ -1,6 +1,8 @@
 package safetext
 
 import (
+	"bytes"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -38,5 +40,32 @@ func TestHeadAndTailNeverSplitACharacter(t *testing.T) {
 func TestEveryInvalidByteShows(t *testing.T) {
 	if got := String([]byte("\xff\xff\xffok\xc3")); got != "\uFFFD\uFFFD\uFFFDok\uFFFD" {
 		t.Fatalf("%q", got)
+	}
+}
+
+// Bytes that grow when made safe (NUL, invalid UTF-8) are fitted by what
+// they show, never by their own count.
+func TestFittingCountsWhatIsShown(t *testing.T) {
+	for _, b := range [][]byte{
+		bytes.Repeat([]byte{0}, 1000),
+		bytes.Repeat([]byte{0xff}, 1000),
+		[]byte(strings.Repeat("a✓\x00\xff", 300)),
+	} {
+		for _, n := range []int{0, 1, 2, 3, 4, 100, 2999, 5000} {
+			h, tl := HeadFitting(b, n), TailFitting(b, n)
+			if len(String(h)) > n || len(String(tl)) > n {
+				t.Fatalf("n=%d: head shows %d, tail %d", n, len(String(h)), len(String(tl)))
+			}
+			// Longest: one more character would not fit.
+			if len(h) < len(b) && len(String(b[:len(h)+1])) <= n && utf8.FullRune(b[len(h):len(h)+1]) {
+				t.Fatalf("n=%d: head of %d bytes is not the longest", n, len(h))
+			}
+			if !bytes.HasPrefix(b, h) || !bytes.HasSuffix(b, tl) {
+				t.Fatal("not a prefix or suffix")
+			}
+			if n >= 3 && len(b) > 0 && (len(h) == 0 || len(tl) == 0) {
+				t.Fatalf("n=%d: nothing shown though a character fits", n)
+			}
+		}
 	}
 }
