@@ -36,8 +36,9 @@ type Options struct {
 	Dir string
 	// Env is the base environment of agents' processes; nil means the host's.
 	Env []string
-	// Logger receives the runtime's logs; nil means slog.Default(). The
-	// actor system made for the host logs warnings and errors only.
+	// Logger receives the runtime's logs; nil means slog.Default() at
+	// warnings and errors only. The actor system made for the host logs
+	// warnings and errors only.
 	Logger *slog.Logger
 }
 
@@ -79,7 +80,9 @@ func Start(opts Options) (*Host, error) {
 	}
 	log := opts.Logger
 	if log == nil {
-		log = slog.Default()
+		// Warnings and errors only: a shell reset is logged at Info, and a
+		// program that did not ask for logs should not get a line for each.
+		log = slog.New(minLevel{slog.Default().Handler(), slog.LevelWarn})
 	}
 	if st, err := sigstate.Inherited(); err == nil && !st.Clean() {
 		log.Warn("programs started by this host inherit a signal state that breaks terminals; call host.ResetInheritedSignals first in main",

@@ -230,6 +230,10 @@ func taskOutputTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
 		ctx.Respond(errorResult(call, err.Error()))
 		return
 	}
+	if args.TaskID == "" {
+		ctx.Respond(errorResult(call, call.Tool+`: "task_id" is missing: give the id a background terminal_send returned (task_list shows them)`))
+		return
+	}
 	cfg := a.opts.Config.Terminal
 	if args.WaitMs != nil && (*args.WaitMs < 0 || *args.WaitMs > cfg.MaxWaitMs) {
 		ctx.Respond(errorResult(call, fmt.Sprintf(`task_output: "wait_ms" is %d: it must be between 0 and %d`, *args.WaitMs, cfg.MaxWaitMs)))
@@ -246,6 +250,10 @@ func taskKillTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
 	var args tasks.KillArgs
 	if err := toolargs.Decode(call.Tool, call.Arguments, &args, false, `{"task_id": "task-1"}`); err != nil {
 		ctx.Respond(errorResult(call, err.Error()))
+		return
+	}
+	if args.TaskID == "" {
+		ctx.Respond(errorResult(call, call.Tool+`: "task_id" is missing: give the id a background terminal_send returned (task_list shows them)`))
 		return
 	}
 	a.forward(ctx, call, a.tasksPID(ctx), &tasks.Kill{CallID: call.CallId, TaskID: args.TaskID})

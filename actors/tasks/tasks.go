@@ -137,11 +137,18 @@ func (r *Registry) Receive(ctx actor.Context) {
 			ctx.Send(e.pid, m)
 		}
 	case *status:
+		if !m.started && !m.running {
+			// Never started: nothing to collect, and its id was never shown,
+			// so the next task may take it. (Its Terminated may have come
+			// first and removed the entry already.)
+			delete(r.tasks, m.id)
+			if m.id == "task-"+strconv.Itoa(r.next) {
+				r.next--
+			}
+			break
+		}
 		if e, ok := r.tasks[m.id]; ok {
 			e.running, e.ready, e.started = m.running, m.ready, m.started
-			if !m.started && !m.running {
-				delete(r.tasks, m.id) // never started: nothing to collect
-			}
 			r.forgetOld(ctx)
 		}
 	case *actor.Terminated:
@@ -324,8 +331,12 @@ func (t *task) Receive(ctx actor.Context) {
 		ctx.Send(t.caller, &messages.ToolResult{CallId: t.start.CallID, Tool: terminal.ToolSend, Data: data,
 			Text: fmt.Sprintf("[started in the background as %s on terminal %s; collect its output with task_output, stop it with task_kill]", t.id, t.start.TerminalID)})
 	case *terminal.Busy:
-		ctx.Send(t.caller, errorResult(t.start.CallID, terminal.ToolSend, "terminal_send: "+m.Reason))
+		// The registry hears first, so the caller's next send finds the id
+		// given back.
 		ctx.Send(t.registry, &status{id: t.id})
+		busy := errorResult(t.start.CallID, terminal.ToolSend, "terminal_send: "+m.Reason)
+		busy.Data, _ = json.Marshal(map[string]any{"terminal_id": t.start.TerminalID, "busy": true})
+		ctx.Send(t.caller, busy)
 		ctx.Stop(ctx.Self())
 	case *actor.DeadLetterResponse:
 		ctx.Send(t.caller, errorResult(t.start.CallID, terminal.ToolSend, "terminal_send: the terminal is gone"))
@@ -436,9 +447,10 @@ func (t *task) result(callID, tool, note string) *messages.ToolResult {
 	} else {
 		tail = append(tail, fmt.Sprintf("[%s is still running on terminal %s; call task_output again later]", t.id, t.start.TerminalID))
 	}
-	text := fitTask(head, t.pending, tail, t.cfg.MaxResultBytes)
-	t.pending, t.dropped = nil, 0
 	b, _ := json.Marshal(data)
+	// The cap is for text and data together.
+	text := fitTask(head, t.pending, tail, t.cfg.MaxResultBytes-len(b))
+	t.pending, t.dropped = nil, 0
 	return &messages.ToolResult{CallId: callID, Tool: tool, Text: text, Data: b}
 }
 

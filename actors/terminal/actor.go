@@ -522,8 +522,12 @@ func (a *Actor) resolveAll(ctx actor.Context, r Readiness) {
 func (a *Actor) answer(ctx actor.Context, w *waiter, r Readiness) {
 	switch w.kind {
 	case waitTask:
-		if a.holder != nil && a.holder.id == w.callID {
-			ctx.Send(a.holder.subscriber, &TaskEvent{TaskID: w.callID, Done: true, Ready: r})
+		if h := a.holder; h != nil && h.id == w.callID {
+			a.feedTask(ctx)
+			ctx.Send(h.subscriber, &TaskEvent{TaskID: w.callID, Done: true, Ready: r})
+			// What the task had is the task's (task_output returns it): a
+			// read or send on the terminal starts after it.
+			a.readPos = max(a.readPos, h.sent)
 			a.holder = nil
 		}
 		return
@@ -582,7 +586,8 @@ func (a *Actor) result(callID, tool string, p page, r Readiness, isError bool) *
 		data["output_from"], data["output_to"] = p.from, p.from+int64(len(p.raw))
 	}
 	b, _ := json.Marshal(data)
-	return &messages.ToolResult{CallId: callID, Tool: tool, Text: p.render(a.opts.Config.MaxResultBytes), IsError: isError, Data: b}
+	// The cap is for text and data together.
+	return &messages.ToolResult{CallId: callID, Tool: tool, Text: p.render(a.opts.Config.MaxResultBytes - len(b)), IsError: isError, Data: b}
 }
 
 // ExitData is the structured form of an exit status in results' data:

@@ -255,6 +255,9 @@ var signals = map[string]syscall.Signal{
 
 // ParseSignal accepts INT or SIGINT (any case) and the others above.
 func ParseSignal(name string) (syscall.Signal, error) {
+	if strings.TrimSpace(name) == "" {
+		return 0, errors.New(`"signal" is missing: give one of INT, TERM, KILL, HUP, QUIT, TSTP, CONT`)
+	}
 	s, ok := signals[strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(name)), "SIG")]
 	if !ok {
 		return 0, fmt.Errorf(`signal %q is not one of INT, TERM, KILL, HUP, QUIT, TSTP, CONT`, safetext.Clip(name, echoMax))

@@ -362,7 +362,9 @@ func TestBadArgumentsNameTheProblem(t *testing.T) {
 		{"terminal_read", `{"terminal_id":"t1","limit":5}`, `goes with "offset"`},
 		{"terminal_signal", `{"terminal_id":"t1","signal":"STOP"}`, `"STOP" is not one of`},
 		{"terminal_open", `{"comand":"ls"}`, `unknown field "comand"`},
-		{"task_output", `{}`, `no such task ""`},
+		{"task_output", `{}`, `"task_id" is missing`},
+		{"task_kill", `{}`, `"task_id" is missing`},
+		{"terminal_signal", `{"terminal_id":"t1"}`, `"signal" is missing`},
 		{"task_kill", `{"task_id":"task-9"}`, `no such task "task-9"`},
 	}
 	for _, c := range cases {

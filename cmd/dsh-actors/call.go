@@ -107,7 +107,7 @@ func runCall(ctx context.Context, h *host.Host, in io.Reader, out io.Writer) err
 	for n := 1; ; n++ {
 		raw, tooLong, err := readLine(rd, maxCallLine)
 		if tooLong {
-			lw.write(resultLine{Line: n, Text: fmt.Sprintf("call: line %d is longer than %d bytes", n, maxCallLine), IsError: true})
+			lw.write(resultLine{ID: peekID(raw), Line: n, Text: fmt.Sprintf("call: line %d is longer than %d bytes", n, maxCallLine), IsError: true})
 		} else if len(bytes.TrimSpace(raw)) > 0 {
 			c, perr := parseCallLine(raw)
 			if perr != nil {
@@ -136,13 +136,17 @@ func runCall(ctx context.Context, h *host.Host, in io.Reader, out io.Writer) err
 }
 
 // readLine reads one line without its line ending. A line longer than limit
-// is consumed whole and reported as tooLong.
+// is consumed whole and reported as tooLong, with its first keptOfLong
+// bytes (where its "id" may be found).
 func readLine(rd *bufio.Reader, limit int) (line []byte, tooLong bool, err error) {
 	for {
 		chunk, err := rd.ReadSlice('\n')
 		if !tooLong {
 			if len(line)+len(chunk) > limit {
-				tooLong, line = true, nil
+				tooLong = true
+				if len(line) > keptOfLong {
+					line = line[:keptOfLong]
+				}
 			} else {
 				line = append(line, chunk...)
 			}
@@ -152,6 +156,32 @@ func readLine(rd *bufio.Reader, limit int) (line []byte, tooLong bool, err error
 		}
 		return bytes.TrimRight(line, "\r\n"), tooLong, err
 	}
+}
+
+const keptOfLong = 64 << 10
+
+// peekID finds the top-level "id" of a call line from its beginning alone
+// (the rest was too long to keep), when it comes before anything that does
+// not fit.
+func peekID(prefix []byte) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(prefix))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil
+		}
+		if key == "id" {
+			return v
+		}
+	}
+	return nil
 }
 
 func parseCallLine(raw []byte) (callLine, error) {

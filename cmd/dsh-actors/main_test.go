@@ -136,7 +136,7 @@ func TestCallKeepsTheOrderOfOneAgent(t *testing.T) {
 func TestReadLineBoundsLongLines(t *testing.T) {
 	rd := bufio.NewReaderSize(strings.NewReader(strings.Repeat("x", 100)+"\nshort\nlast"), 16)
 	line, tooLong, err := readLine(rd, 50)
-	if !tooLong || line != nil || err != nil {
+	if !tooLong || !strings.HasPrefix(strings.Repeat("x", 100), string(line)) || err != nil {
 		t.Fatalf("long line: %q %v %v", line, tooLong, err)
 	}
 	line, tooLong, err = readLine(rd, 50)
@@ -146,6 +146,20 @@ func TestReadLineBoundsLongLines(t *testing.T) {
 	line, _, err = readLine(rd, 50)
 	if string(line) != "last" || err != io.EOF {
 		t.Fatalf("last line: %q %v", line, err)
+	}
+}
+
+// The id of a line too long to take is found from its beginning.
+func TestIDOfALineTooLong(t *testing.T) {
+	for prefix, want := range map[string]string{
+		`{"id":7,"agent":"a","args":{"command":"xxxx`:        "7",
+		`{"agent":"a","id":"q1","tool":"bash","args":{"comm`: `"q1"`,
+		`{"agent":"a","args":{"command":"xxxxxxxxxxxxxxxx`:   "",
+		`not json`: "",
+	} {
+		if got := string(peekID([]byte(prefix))); got != want {
+			t.Errorf("%s: got %q, want %q", prefix, got, want)
+		}
 	}
 }
 

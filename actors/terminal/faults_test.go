@@ -1,0 +1,50 @@
+package terminal_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// Output a task collected is the task's: the next read of the terminal does
+// not return it again.
+func TestTaskOutputIsNotReturnedAgainByARead(t *testing.T) {
+	f := newFixture(t, nil)
+	id, _ := f.open(`{}`)
+	bg := f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":"echo task-said-$((6*7))","keys":["Enter"],"run_in_background":true}`, id))
+	task, _ := bg.data["task_id"].(string)
+	var out strings.Builder
+	for i := 0; i < 50; i++ {
+		o := f.call("task_output", fmt.Sprintf(`{"task_id":%q,"wait_ms":5000}`, task))
+		out.WriteString(o.text)
+		if o.data["running"] == false {
+			break
+		}
+	}
+	if !strings.Contains(out.String(), "task-said-42") {
+		t.Fatalf("task output: %q", out.String())
+	}
+	if r := f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"wait_ms":0}`, id)); strings.Contains(r.text, "task-said-42") {
+		t.Fatalf("the task's output came back in a read: %q", r.text)
+	}
+}
+
+// A background send refused as busy uses up no task id, and its error has
+// data.
+func TestRefusedBackgroundSend(t *testing.T) {
+	f := newFixture(t, nil)
+	id, _ := f.open(`{}`)
+	first := f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":"sleep 600","keys":["Enter"],"run_in_background":true}`, id))
+	if first.data["task_id"] != "task-1" {
+		t.Fatalf("%+v", first)
+	}
+	busy := f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":"true","keys":["Enter"],"run_in_background":true}`, id))
+	if !busy.isErr || !strings.Contains(busy.text, "busy") || busy.data["terminal_id"] != id || busy.data["busy"] != true {
+		t.Fatalf("%+v", busy)
+	}
+	f.call("task_kill", `{"task_id":"task-1"}`)
+	next := f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":"true","keys":["Enter"],"run_in_background":true}`, id))
+	if next.data["task_id"] != "task-2" {
+		t.Fatalf("the refused send used up an id: %+v", next)
+	}
+}
