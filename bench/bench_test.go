@@ -2,6 +2,9 @@ package bench
 
 import (
 	"context"
+	"flag"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,3 +73,35 @@ func BenchmarkHostEcho(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHostStop measures h.Stop with many live shells, each with a
+// background job (`-stopshells N`, default 200; the issue's target is 1,000
+// in under a second). Each iteration starts the shells first, untimed.
+func BenchmarkHostStop(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		h, err := host.Start(host.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for a := range *stopShells {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				if _, err := h.Bash(ctx, fmt.Sprintf("s%d", a), shell.Args{Command: "sleep 1000 & true"}); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		b.StartTimer()
+		t0 := time.Now()
+		if err := h.Stop(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(time.Since(t0).Milliseconds()), "ms/stop")
+	}
+}
+
+var stopShells = flag.Int("stopshells", 200, "live shells for BenchmarkHostStop")

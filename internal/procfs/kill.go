@@ -47,37 +47,61 @@ type scan struct {
 	vanished int
 }
 
-func (t Tree) scan() (scan, error) {
-	if t.Session <= 1 {
-		return scan{}, fmt.Errorf("%w (got %d)", ErrBadID, t.Session)
-	}
+func (t Tree) scan() (scan, error) { return scanTrees([]Tree{t}) }
+
+// scanTrees is one look at several trees at once: one listing of /proc, and
+// one read of each later process's environment whatever the number of
+// trees (a host stopping a thousand shells must not read a million).
+func scanTrees(trees []Tree) (scan, error) {
 	var sc scan
+	sessions := make(map[int]bool, len(trees))
+	type markOf struct {
+		name  string
+		since uint64
+	}
+	tokens := map[string]markOf{} // token -> its tree's mark name and start
+	names := map[string]bool{}
+	minSince := ^uint64(0)
+	for _, t := range trees {
+		if t.Session <= 1 {
+			return scan{}, fmt.Errorf("%w (got %d)", ErrBadID, t.Session)
+		}
+		sessions[t.Session] = true
+		if t.MarkToken != "" {
+			tokens[t.MarkToken] = markOf{t.MarkName, t.Since}
+			names[t.MarkName] = true
+			minSince = min(minSince, t.Since)
+		}
+	}
 	all, vanished, err := list()
 	if err != nil {
 		return sc, err
 	}
 	sc.vanished = vanished
-	keep := func(p Proc) bool {
+	for _, p := range all {
 		switch {
 		case p.Zombie():
-			if p.Session == t.Session {
+			if sessions[p.Session] {
 				sc.zombies = append(sc.zombies, p.PID)
 			}
-			return false
-		case p.Session == t.Session:
-			return true
-		case t.MarkToken == "" || p.Start < t.Since || p.PID <= 1:
-			return false
-		}
-		ok, sure := marked(p.PID, t.MarkName, t.MarkToken)
-		if !sure {
-			sc.unsure++
-		}
-		return ok
-	}
-	for _, p := range all {
-		if keep(p) {
+			continue
+		case sessions[p.Session]:
 			sc.members = append(sc.members, p)
+			continue
+		case len(tokens) == 0 || p.Start < minSince || p.PID <= 1:
+			continue
+		}
+		for name := range names {
+			found, sure := markTokens(p.PID, name)
+			if !sure {
+				sc.unsure++
+			}
+			for _, tok := range found {
+				if m, ok := tokens[tok]; ok && m.name == name && p.Start >= m.since {
+					sc.members = append(sc.members, p)
+					break
+				}
+			}
 		}
 	}
 	return sc, nil
@@ -102,19 +126,30 @@ const unsureRetry = 2 * time.Millisecond
 // never hit. It returns an error naming the processes still alive at the
 // deadline, if any. A process that left the session and was executed with an
 // environment without the mark (env -i) is out of its reach.
-func KillTree(t Tree, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
+func KillTree(t Tree, timeout time.Duration) error { return KillTrees([]Tree{t}, timeout) }
+
+// KillTrees is KillTree for several trees at once, with one scan of /proc
+// per round for all of them. The timeout counts from the end of the first
+// scan: a slow look at a busy machine does not eat the grace of the kill.
+func KillTrees(trees []Tree, timeout time.Duration) error {
+	if len(trees) == 0 {
+		return nil
+	}
+	var deadline time.Time
 	seenZombies := map[int]bool{}
 	rescans := 0
 	for {
-		sc, err := t.scan()
+		sc, err := scanTrees(trees)
 		if err != nil {
 			return err
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(timeout)
 		}
 		if len(sc.members) > 0 {
 			left := killAndWait(sc.members, deadline)
 			if len(left) > 0 && !time.Now().Before(deadline) {
-				return fmt.Errorf("procfs: %d process(es) of session %d survived SIGKILL for %v: %v", len(left), t.Session, timeout, left)
+				return fmt.Errorf("procfs: %d process(es) survived SIGKILL for %v: %v", len(left), timeout, left)
 			}
 			continue
 		}
@@ -140,7 +175,7 @@ func KillTree(t Tree, timeout time.Duration) error {
 			if sc.unsure == 0 {
 				return nil
 			}
-			return fmt.Errorf("procfs: %d process(es) that may have left session %d could not be read for %v", sc.unsure, t.Session, timeout)
+			return fmt.Errorf("procfs: %d process(es) that may have left their session could not be read for %v", sc.unsure, timeout)
 		}
 		time.Sleep(unsureRetry)
 	}

@@ -90,26 +90,38 @@ func Marked(pid int, name, token string) bool {
 // marked is Marked, and whether the answer is sure: a process caught in
 // execve reads with an empty environment (or not at all) for a moment.
 func marked(pid int, name, token string) (ok, sure bool) {
+	tokens, sure := markTokens(pid, name)
+	for _, t := range tokens {
+		if t == token {
+			return true, true
+		}
+	}
+	return false, sure
+}
+
+// markTokens returns the colon-separated values of variable name in pid's
+// environment. sure is false when the environment could not be read for a
+// reason that may pass (a process in the middle of execve shows an empty
+// one).
+func markTokens(pid int, name string) (tokens []string, sure bool) {
 	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 	if err != nil {
 		gone := errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)
-		return false, gone || errors.Is(err, fs.ErrPermission)
+		return nil, gone || errors.Is(err, fs.ErrPermission)
 	}
 	if len(env) == 0 {
-		return false, false
+		return nil, false
 	}
 	prefix := []byte(name + "=")
 	for entry := range bytes.SplitSeq(env, []byte{0}) {
 		if value, ok := bytes.CutPrefix(entry, prefix); ok {
 			for t := range bytes.SplitSeq(value, []byte{':'}) {
-				if string(t) == token {
-					return true, true
-				}
+				tokens = append(tokens, string(t))
 			}
-			return false, true
+			return tokens, true
 		}
 	}
-	return false, true
+	return nil, true
 }
 
 // List returns every process that exists while /proc is read. Processes that

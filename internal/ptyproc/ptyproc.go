@@ -223,6 +223,7 @@ type Process struct {
 	wg           sync.WaitGroup
 	closeOnce    sync.Once
 	closeErr     error
+	closed       chan struct{} // closed when Close's work is done
 	bytesWritten atomic.Int64
 	// tree is what Close kills: the session, and what left it with the mark.
 	tree procfs.Tree
@@ -333,6 +334,7 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 		leader:    leader,
 		credits:   make(chan struct{}, Credits),
 		done:      make(chan struct{}),
+		closed:    make(chan struct{}),
 		writeWake: make(chan struct{}, 1),
 		wake:      make(chan struct{}, 1),
 		exited:    make(chan struct{}),
@@ -930,23 +932,66 @@ func (p *Process) ExitStatus() (ExitStatus, bool) {
 // Close has started. It is safe to call more than once and from any
 // goroutine; it returns the first error.
 func (p *Process) Close() error {
-	p.closeOnce.Do(func() {
-		p.closing.Store(true)
-		close(p.done)
-		killErr := procfs.KillTree(p.tree, killTimeout)
-		// The program was a member of the session, so Wait returns now.
-		<-p.exited
-		// Wake the reader and the writer where they park, and let them
-		// return before the descriptors they use are closed: a descriptor
-		// closed under a running probe could be reused by another open.
-		_ = p.master.SetReadDeadline(time.Unix(1, 0))
-		_ = p.master.SetWriteDeadline(time.Unix(1, 0))
-		p.wg.Wait()
-		closeErr := errors.Join(p.master.Close(), p.slave.Close(), p.leader.Close())
-		// Buffers of chunks never released are garbage collected.
-		p.closeErr = errors.Join(killErr, closeErr)
-	})
+	if p.claimClose() {
+		p.finishClose(procfs.KillTree(p.beginClose(), killTimeout))
+	}
+	<-p.closed
 	return p.closeErr
+}
+
+// claimClose reports whether the caller is the one to close p.
+func (p *Process) claimClose() bool {
+	claimed := false
+	p.closeOnce.Do(func() { claimed = true })
+	return claimed
+}
+
+// beginClose stops the deliveries and returns what is to be killed.
+func (p *Process) beginClose() procfs.Tree {
+	p.closing.Store(true)
+	close(p.done)
+	return p.tree
+}
+
+// finishClose runs once the session is killed: it reaps the program,
+// joins the goroutines and closes the descriptors.
+func (p *Process) finishClose(killErr error) {
+	// The program was a member of the session, so Wait returns now.
+	<-p.exited
+	// Wake the reader and the writer where they park, and let them
+	// return before the descriptors they use are closed: a descriptor
+	// closed under a running probe could be reused by another open.
+	_ = p.master.SetReadDeadline(time.Unix(1, 0))
+	_ = p.master.SetWriteDeadline(time.Unix(1, 0))
+	p.wg.Wait()
+	closeErr := errors.Join(p.master.Close(), p.slave.Close(), p.leader.Close())
+	// Buffers of chunks never released are garbage collected.
+	p.closeErr = errors.Join(killErr, closeErr)
+	close(p.closed)
+}
+
+// closeAll closes processes together: their sessions are killed with one
+// look at /proc per round for all of them (see procfs.KillTrees). It
+// returns the kill's error; each process's Close error has the rest.
+func closeAll(ps []*Process) error {
+	var mine []*Process
+	var trees []procfs.Tree
+	for _, p := range ps {
+		if p.claimClose() {
+			mine = append(mine, p)
+			trees = append(trees, p.beginClose())
+		}
+	}
+	killErr := procfs.KillTrees(trees, killTimeout)
+	var wg sync.WaitGroup
+	for _, p := range mine {
+		wg.Go(func() { p.finishClose(nil) })
+	}
+	wg.Wait()
+	for _, p := range ps {
+		<-p.closed
+	}
+	return killErr
 }
 
 // SignalName returns the conventional name of sig, e.g. "SIGKILL".

@@ -23,17 +23,66 @@ type Reaper struct {
 	errs []error
 }
 
-// Close closes p in a goroutine of its own and returns at once.
+// Close closes p in the background and returns at once. Processes handed
+// over while others are being closed, by any Reaper, are closed together,
+// with one look at /proc for all of them: a host stopping a thousand shells
+// kills them in one sweep.
 func (r *Reaper) Close(p *Process) {
 	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		if err := p.Close(); err != nil {
+	sweep.submit(closeJob{p: p, done: func(err error) {
+		if err != nil {
 			r.mu.Lock()
 			r.errs = append(r.errs, err)
 			r.mu.Unlock()
 		}
-	}()
+		r.wg.Done()
+	}})
+}
+
+// sweep is the one worker that closes what every Reaper hands over.
+var sweep sweeper
+
+type closeJob struct {
+	p    *Process
+	done func(error)
+}
+
+type sweeper struct {
+	mu      sync.Mutex
+	queue   []closeJob
+	working bool
+}
+
+func (s *sweeper) submit(j closeJob) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.queue = append(s.queue, j)
+	if !s.working {
+		s.working = true
+		go s.work()
+	}
+}
+
+func (s *sweeper) work() {
+	for {
+		s.mu.Lock()
+		batch := s.queue
+		s.queue = nil
+		if len(batch) == 0 {
+			s.working = false
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		ps := make([]*Process, len(batch))
+		for i, j := range batch {
+			ps[i] = j.p
+		}
+		killErr := closeAll(ps)
+		for _, j := range batch {
+			j.done(errors.Join(killErr, j.p.closeErr))
+		}
+	}
 }
 
 // Wait returns when every process handed to Close so far is gone, with the
