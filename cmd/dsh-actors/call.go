@@ -11,6 +11,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dsh-actors/dsh-actors/host"
 )
@@ -63,9 +64,17 @@ func (lw *lineWriter) write(r resultLine) {
 	}
 }
 
+// errStopped ends a run that a signal (its context) stopped.
+var errStopped = errors.New("call: stopped by a signal: calls not finished were withdrawn, and every process ended")
+
 // runCall reads tool calls as JSON lines from in and writes one result line
 // per call to out. Calls of one agent run in order; agents run at once.
+// When ctx ends (a signal), the run stops at once: calls under way are
+// withdrawn and answered as such, queued ones too.
 func runCall(ctx context.Context, h *host.Host, in io.Reader, out io.Writer) error {
+	var signalled atomic.Bool
+	outer := ctx
+	defer context.AfterFunc(outer, func() { signalled.Store(true) })()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	lw := &lineWriter{w: bufio.NewWriter(out), broken: cancel}
@@ -80,9 +89,14 @@ func runCall(ctx context.Context, h *host.Host, in io.Reader, out io.Writer) err
 			}
 			res := resultLine{ID: j.call.ID, Line: j.line, Agent: j.call.Agent, Tool: j.call.Tool}
 			r, err := h.Call(ctx, j.call.Agent, j.call.Tool, j.call.Args)
-			if err != nil {
+			switch {
+			case err != nil && ctx.Err() != nil && signalled.Load():
+				res.Text, res.IsError = "call: not finished: the run was stopped by a signal, and the call withdrawn", true
+			case err != nil && ctx.Err() != nil:
+				res.Text, res.IsError = "call: not finished: the run was stopped ("+err.Error()+"), and the call withdrawn", true
+			case err != nil:
 				res.Text, res.IsError = err.Error(), true
-			} else {
+			default:
 				res.Text, res.IsError, res.Data = r.Text, r.IsError, r.Data
 			}
 			lw.write(res)
@@ -103,9 +117,41 @@ func runCall(ctx context.Context, h *host.Host, in io.Reader, out io.Writer) err
 		return err
 	}
 
-	rd := bufio.NewReaderSize(in, 64<<10)
+	// Lines are read in a goroutine of their own, so that a signal ends the
+	// run while stdin is open and idle. (That goroutine may stay blocked in
+	// a read until the program exits.)
+	type input struct {
+		raw     []byte
+		tooLong bool
+		err     error
+	}
+	lines := make(chan input)
+	go func() {
+		rd := bufio.NewReaderSize(in, 64<<10)
+		for {
+			raw, tooLong, err := readLine(rd, maxCallLine)
+			select {
+			case lines <- input{raw, tooLong, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	for n := 1; ; n++ {
-		raw, tooLong, err := readLine(rd, maxCallLine)
+		var l input
+		select {
+		case l = <-lines:
+		case <-ctx.Done():
+			err := finish(nil)
+			if outer.Err() != nil {
+				return errors.Join(err, errStopped)
+			}
+			return err
+		}
+		raw, tooLong, err := l.raw, l.tooLong, l.err
 		if tooLong {
 			lw.write(resultLine{ID: peekID(raw), Line: n, Text: fmt.Sprintf("call: line %d is longer than %d bytes", n, maxCallLine), IsError: true})
 		} else if len(bytes.TrimSpace(raw)) > 0 {

@@ -5,12 +5,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/dsh-actors/dsh-actors/host"
 	"github.com/dsh-actors/dsh-actors/internal/hosttest"
@@ -315,4 +318,55 @@ func TestCallShellsGetDefaultSIGPIPE(t *testing.T) {
 	if r.Text != "y\n[141 0]\n" {
 		t.Errorf("text %q, want yes killed by SIGPIPE (141) and no complaint", r.Text)
 	}
+}
+
+// A signal (the run's context ending) stops `call` while its stdin is open
+// and idle: the call under way is withdrawn and answered as such, and the
+// run ends with errStopped.
+func TestSignalEndsAnIdleCall(t *testing.T) {
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- runCall(ctx, newHost(t), pr, out) }()
+	if _, err := io.WriteString(pw, `{"agent":"a","tool":"bash","args":{"command":"sleep 100"},"id":9}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "the call under way", func() (bool, string) {
+		return len(testkit.CommandsRunning("sleep 100")) > 0, "not yet"
+	})
+	cancel()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(testkit.Timeout):
+		t.Fatal("call did not end after the signal")
+	}
+	if !errors.Is(err, errStopped) {
+		t.Fatalf("got %v, want errStopped", err)
+	}
+	var r resultLine
+	if e := json.Unmarshal(bytes.TrimSpace(out.Bytes()), &r); e != nil || string(r.ID) != "9" || !r.IsError || !strings.Contains(r.Text, "withdrawn") {
+		t.Fatalf("result %q (%v)", out.Bytes(), e)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]byte(nil), s.b.Bytes()...)
 }
