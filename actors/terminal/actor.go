@@ -126,7 +126,14 @@ type closing struct {
 	callID string
 	sender *actor.PID
 	timer  *time.Timer
+	// hup repeats SIGHUP: a shell that gets it between printing its prompt
+	// and entering its line editor only notes it, and reads on.
+	hup      *time.Timer
+	hupEvery time.Duration
 }
+
+// hupTick sends SIGHUP again to a terminal being closed.
+type hupTick struct{ c *closing }
 
 // deadlineTick ends one waiter's wait; graceTick ends a close's grace.
 type (
@@ -215,6 +222,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *graceTick:
 		if a.closing == m.c {
 			a.finishClose(ctx)
+		}
+	case *hupTick:
+		if c := a.closing; c == m.c && a.exit == nil && a.proc != nil {
+			a.hangUp(c)
 		}
 	default:
 		a.opts.Logger.Warn("terminal: unexpected message", "type", fmt.Sprintf("%T", m))
@@ -325,8 +336,13 @@ func (a *Actor) teardown(ctx actor.Context, why string) {
 	}
 	a.waiters = nil
 	a.holder = nil
-	if a.closing != nil && a.closing.timer != nil {
-		a.closing.timer.Stop()
+	if c := a.closing; c != nil {
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		if c.hup != nil {
+			c.hup.Stop()
+		}
 	}
 	if a.proc != nil {
 		a.opts.Reaper.Close(a.proc)
@@ -787,16 +803,30 @@ func (a *Actor) close(ctx actor.Context, m *Close) {
 		a.finishClose(ctx)
 		return
 	}
-	_ = a.proc.Signal(syscall.SIGHUP)
-	_ = syscall.Kill(a.proc.PID(), syscall.SIGHUP)
 	c, send := a.closing, a.send
 	c.timer = time.AfterFunc(ms(a.opts.Config.KillGraceMs), func() { send(&graceTick{c}) })
+	c.hupEvery = 5 * time.Millisecond
+	a.hangUp(c)
+}
+
+// hangUp sends SIGHUP to the foreground group and the program, and again
+// after a pause that doubles each time, until the program exits or the
+// grace ends.
+func (a *Actor) hangUp(c *closing) {
+	_ = a.proc.Signal(syscall.SIGHUP)
+	_ = syscall.Kill(a.proc.PID(), syscall.SIGHUP)
+	send := a.send
+	c.hup = time.AfterFunc(c.hupEvery, func() { send(&hupTick{c}) })
+	c.hupEvery *= 2
 }
 
 func (a *Actor) finishClose(ctx actor.Context) {
 	c := a.closing
 	if c.timer != nil {
 		c.timer.Stop()
+	}
+	if c.hup != nil {
+		c.hup.Stop()
 	}
 	end := a.hist.end()
 	raw, from := a.hist.slice(a.readPos, end)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/dsh-actors/dsh-actors/config"
 )
 
 // Output a task collected is the task's: the next read of the terminal does
@@ -46,5 +48,19 @@ func TestRefusedBackgroundSend(t *testing.T) {
 	next := f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":"true","keys":["Enter"],"run_in_background":true}`, id))
 	if next.data["task_id"] != "task-2" {
 		t.Fatalf("the refused send used up an id: %+v", next)
+	}
+}
+
+// terminal_close right after terminal_open ends the shell with SIGHUP, not
+// after the grace with SIGKILL (a SIGHUP that lands before bash's line
+// editor starts is only noted by bash; it is sent again).
+func TestCloseRightAfterOpen(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Terminal.KillGraceMs = 10000 })
+	for i := range 20 {
+		id, _ := f.open(`{}`)
+		r := f.call("terminal_close", fmt.Sprintf(`{"terminal_id":%q}`, id))
+		if r.isErr || strings.Contains(r.text, "SIGKILL") || !strings.Contains(r.text, "SIGHUP") {
+			t.Fatalf("close %d: %q", i, r.text)
+		}
 	}
 }
