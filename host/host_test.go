@@ -332,3 +332,32 @@ func TestEveryCallIsAnswered(t *testing.T) {
 		}
 	}
 }
+
+// Live shells do not hold an OS thread each: their exits are waited for in
+// the runtime's poller.
+func TestShellsHoldNoThreadEach(t *testing.T) {
+	h := start(t, host.Options{})
+	const n = 80
+	var wg sync.WaitGroup
+	for a := range n {
+		wg.Go(func() {
+			if _, err := h.Bash(ctxT(t), fmt.Sprintf("t%d", a), shell.Args{Command: "true"}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var threads int
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			threads, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	if threads == 0 || threads >= n {
+		t.Fatalf("%d OS threads with %d live shells", threads, n)
+	}
+}

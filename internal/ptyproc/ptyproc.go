@@ -694,6 +694,7 @@ func (p *Process) look(pr *Probe, wait bool) {
 
 func (p *Process) waitLoop() {
 	defer p.wg.Done()
+	waitExit(p.cmd.Process.Pid)
 	err := p.cmd.Wait()
 	st := ExitStatus{Code: -1}
 	if p.cmd.ProcessState != nil {
@@ -713,6 +714,35 @@ func (p *Process) waitLoop() {
 	// Everything the program wrote before it exited is in the master's
 	// queue now: the reader delivers it, then Exited.
 	p.submit(request{kind: reqExited})
+}
+
+// waitExit returns once process pid has exited, waiting in the runtime's
+// poller on a pidfd rather than in a thread of its own blocked in wait4:
+// a thousand shells must not hold a thousand threads. (cmd.Wait then reaps
+// at once.) Where a pidfd cannot be had, it returns at once and the wait
+// blocks in cmd.Wait as before.
+func waitExit(pid int) {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	// A pidfd turns readable when the process exits. Ask the descriptor
+	// itself each time (the poller forgets a readiness that came before
+	// the wait began).
+	_ = rc.Read(func(fd uintptr) bool {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 0)
+		if err == unix.EINTR {
+			return false
+		}
+		return err != nil || n > 0 // an error: cmd.Wait waits instead
+	})
 }
 
 // Write queues b for the program's input. It never blocks: what the
