@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -24,8 +25,16 @@ type ShellOptions struct {
 	SpawnIterations int
 	// Agents is how many agents the throughput run drives at once.
 	Agents int
-	// CallsPerAgent is how many calls each of them makes.
+	// CallsPerAgent is how many calls each of them makes (when Duration is
+	// zero).
 	CallsPerAgent int
+	// Duration, when set, runs the throughput for that long instead: each
+	// agent calls until it is over.
+	Duration time.Duration
+	// Rate, when set (with Duration), makes the run open-loop: each agent
+	// calls Rate times a second, at a steady pace from a random start,
+	// whether or not its last call has returned.
+	Rate float64
 }
 
 // DefaultShellOptions are the figures `dsh-actors bench shell` uses.
@@ -50,7 +59,16 @@ type ShellReport struct {
 	Agents      int        `json:"agents"`
 	Calls       int        `json:"calls"`
 	CallsPerSec float64    `json:"calls_per_sec"`
-	Errors      int        `json:"errors"`
+	// Latency of the throughput run's calls, and how evenly the agents
+	// were served (calls per agent; closed loop only).
+	P50ms       float64 `json:"p50_ms"`
+	P99ms       float64 `json:"p99_ms"`
+	MaxMs       float64 `json:"max_ms"`
+	MinPerAgent int     `json:"min_calls_per_agent"`
+	MaxPerAgent int     `json:"max_calls_per_agent"`
+	// Rate is the open-loop rate per agent (calls/s), 0 for a closed loop.
+	Rate   float64 `json:"rate_per_agent,omitempty"`
+	Errors int     `json:"errors"`
 	// FirstError describes the first failed call, if any.
 	FirstError string `json:"first_error,omitempty"`
 }
@@ -78,8 +96,8 @@ func RunShell(ctx context.Context, h *host.Host, opts ShellOptions) (ShellReport
 		}
 		rep.Scenarios = append(rep.Scenarios, s)
 	}
-	rep.Agents = opts.Agents
-	rep.Calls, rep.CallsPerSec = measureThroughput(ctx, h, opts.Agents, opts.CallsPerAgent, &errs)
+	rep.Agents, rep.Rate = opts.Agents, opts.Rate
+	measureThroughput(ctx, h, opts, &rep, &errs)
 	rep.Errors, rep.FirstError = errs.get()
 	return rep, nil
 }
@@ -174,34 +192,62 @@ func measureRoundTrips(ctx context.Context, h *host.Host, name, command, want st
 	return scenario(name, full, floor), nil
 }
 
-// measureThroughput drives agents at once, each making calls one after the
-// other, and returns the calls made and the aggregate rate.
-func measureThroughput(ctx context.Context, h *host.Host, agents, calls int, errs *errorCount) (int, float64) {
-	if agents <= 0 || calls <= 0 {
-		return 0, 0
+// measureThroughput drives agents at once: each makes calls one after the
+// other (a closed loop: a fixed number, or for Duration), or at Rate a
+// second (an open loop). It fills in the report's throughput figures.
+func measureThroughput(ctx context.Context, h *host.Host, opts ShellOptions, rep *ShellReport, errs *errorCount) {
+	agents := opts.Agents
+	if agents <= 0 || (opts.CallsPerAgent <= 0 && opts.Duration <= 0) {
+		return
 	}
 	ids := make([]string, agents)
 	var wg sync.WaitGroup
 	for i := range ids {
 		ids[i] = fmt.Sprintf("bench-agent-%d", i)
-		wg.Add(1)
-		go func(id string) { // start every shell before timing
-			defer wg.Done()
-			res, err := h.Bash(ctx, id, shell.Args{Command: "true"})
+		wg.Go(func() { // start every shell before timing
+			res, err := h.Bash(ctx, ids[i], shell.Args{Command: "true"})
 			check(errs, res, err, "")
-		}(ids[i])
+		})
 	}
 	wg.Wait()
+	var mu sync.Mutex
+	var lat []time.Duration
+	perAgent := make([]int, agents)
+	call := func(i int) {
+		t0 := time.Now()
+		res, err := h.Bash(ctx, ids[i], shell.Args{Command: "echo hi"})
+		d := time.Since(t0)
+		check(errs, res, err, "hi\n")
+		mu.Lock()
+		lat = append(lat, d)
+		perAgent[i]++
+		mu.Unlock()
+	}
 	start := time.Now()
-	for _, id := range ids {
-		wg.Add(1)
-		go func(id string) {
-			defer wg.Done()
-			for j := 0; j < calls; j++ {
-				res, err := h.Bash(ctx, id, shell.Args{Command: "echo hi"})
-				check(errs, res, err, "hi\n")
+	end := start.Add(opts.Duration)
+	for i := range ids {
+		wg.Go(func() {
+			switch {
+			case opts.Duration > 0 && opts.Rate > 0:
+				every := time.Duration(float64(time.Second) / opts.Rate)
+				next := start.Add(time.Duration(rand.Int64N(int64(every))))
+				var calls sync.WaitGroup
+				for next.Before(end) && ctx.Err() == nil {
+					time.Sleep(time.Until(next))
+					calls.Go(func() { call(i) })
+					next = next.Add(every)
+				}
+				calls.Wait()
+			case opts.Duration > 0:
+				for time.Now().Before(end) && ctx.Err() == nil {
+					call(i)
+				}
+			default:
+				for range opts.CallsPerAgent {
+					call(i)
+				}
 			}
-		}(id)
+		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
@@ -214,8 +260,11 @@ func measureThroughput(ctx context.Context, h *host.Host, agents, calls int, err
 	if err := g.Wait(); err != nil {
 		errs.add("stopping the agents: %v", err)
 	}
-	total := agents * calls
-	return total, float64(total) / elapsed.Seconds()
+	rep.Calls = len(lat)
+	rep.CallsPerSec = float64(len(lat)) / elapsed.Seconds()
+	rep.P50ms, rep.P99ms = percentile(lat, 50)/1e3, percentile(lat, 99)/1e3
+	rep.MaxMs = percentile(lat, 100) / 1e3
+	rep.MinPerAgent, rep.MaxPerAgent = slices.Min(perAgent), slices.Max(perAgent)
 }
 
 func scenario(name string, full, floor []time.Duration) Scenario {
@@ -262,7 +311,12 @@ func (r ShellReport) WriteTable(w io.Writer) error {
 	if err := writeScenarios(w, r.Scenarios); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\n%d agents at once: %d calls, %.0f calls/s, %d errors\n", r.Agents, r.Calls, r.CallsPerSec, r.Errors)
+	loop := "closed loop"
+	if r.Rate > 0 {
+		loop = fmt.Sprintf("open loop, %g calls/s each", r.Rate)
+	}
+	_, err := fmt.Fprintf(w, "\n%d agents at once (%s): %d calls, %.0f calls/s, p50 %.2f ms, p99 %.2f ms, max %.2f ms, calls per agent %d to %d, %d errors\n",
+		r.Agents, loop, r.Calls, r.CallsPerSec, r.P50ms, r.P99ms, r.MaxMs, r.MinPerAgent, r.MaxPerAgent, r.Errors)
 	if err == nil && r.FirstError != "" {
 		_, err = fmt.Fprintf(w, "first error: %s\n", r.FirstError)
 	}

@@ -111,6 +111,8 @@ type Actor struct {
 	timedCall atomic.Pointer[call] // the call callTimer was armed for
 	stepTimer *time.Timer
 	stepN     uint64 // numbers step timers; only the newest counts
+	// reprobeTimer takes a marker's probe again (see reprobe).
+	reprobeTimer *time.Timer
 }
 
 // bashState is what the actor knows of its bash.
@@ -236,6 +238,7 @@ type tickKind int
 const (
 	tickTimeout tickKind = iota
 	tickStep
+	tickReprobe // a marker's proof, looked for again
 )
 
 type tick struct {
@@ -355,6 +358,7 @@ func (a *Actor) begin(s step) *exchange {
 	a.ex = exchange{step: s, gen: a.gen}
 	a.wait.Stop()
 	a.stopTimer(&a.stepTimer)
+	a.stopTimer(&a.reprobeTimer)
 	return &a.ex
 }
 
@@ -455,6 +459,7 @@ func (a *Actor) teardown() {
 	}
 	a.stopTimer(&a.callTimer)
 	a.stopTimer(&a.stepTimer)
+	a.stopTimer(&a.reprobeTimer)
 	if a.proc != nil {
 		a.opts.Reaper.Close(a.proc)
 		a.proc = nil
@@ -509,6 +514,10 @@ func (a *Actor) ticked(ctx actor.Context, t *tick) {
 		note := fmt.Sprintf("[timed out after %d ms%s: the command and its shell were killed; the next call starts a fresh shell]", c.timeout.Milliseconds(), limit)
 		a.finish(ctx, c, a.render(c, &r, append(a.unrun(c), note)))
 		a.reset(ResetTimeout, fmt.Sprintf("after %v", c.timeout), nil)
+	case tickReprobe:
+		if t.n == a.ex.gen && a.proc != nil {
+			a.proc.Probe(probeTag{a.ex.gen}, false)
+		}
 	case tickStep:
 		if t.n != a.stepN {
 			return
@@ -542,6 +551,7 @@ func (a *Actor) armCallTimer(c *call) {
 // armStep times the current exchange's step.
 func (a *Actor) armStep(d time.Duration) {
 	a.stopTimer(&a.stepTimer)
+	a.stopTimer(&a.reprobeTimer)
 	a.stepN++
 	t, send := &tick{kind: tickStep, c: a.cur, n: a.stepN}, a.send
 	a.stepTimer = time.AfterFunc(d, func() { send(t) })

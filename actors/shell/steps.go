@@ -159,17 +159,37 @@ func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 	}
 }
 
-// maxReprobes bounds how often a marker's probe is taken again at once
-// when it found bash still on its way to the prompt; after that the
-// tracker's looks go on, with their backoff.
-const maxReprobes = 3
+// A marker's probe that found bash still on its way to the prompt is taken
+// again: maxReprobes times at once, then after pauses that double up to
+// reprobeMaxPause, until timedReprobes of those; after that the tracker's
+// looks go on, with their backoff. (On a loaded machine bash may need many
+// milliseconds to get the CPU; a long backoff there would make one agent
+// wait a tenth of a second while others are served.)
+const (
+	maxReprobes     = 3
+	timedReprobes   = 64
+	reprobeMaxPause = 4 * time.Millisecond
+)
 
-// reprobe takes an inconclusive probe of ours again, a few times, and
-// reports whether it did.
+// reprobe takes an inconclusive probe of ours again and reports whether it
+// did (or will, after a pause).
 func (a *Actor) reprobe(p *ptyproc.Probe) bool {
-	if _, ours := p.Tag.(probeTag); ours && a.ex.reprobes < maxReprobes {
-		a.ex.reprobes++
-		a.proc.Probe(probeTag{a.ex.gen}, false)
+	if _, ours := p.Tag.(probeTag); !ours {
+		return false
+	}
+	ex := &a.ex
+	switch {
+	case ex.reprobes < maxReprobes:
+		ex.reprobes++
+		a.proc.Probe(probeTag{ex.gen}, false)
+		return true
+	case ex.reprobes < maxReprobes+timedReprobes:
+		n := ex.reprobes - maxReprobes
+		ex.reprobes++
+		pause := min(100*time.Microsecond<<min(n, 10), reprobeMaxPause)
+		t, send := &tick{kind: tickReprobe, c: a.cur, n: ex.gen}, a.send
+		a.stopTimer(&a.reprobeTimer)
+		a.reprobeTimer = time.AfterFunc(pause, func() { send(t) })
 		return true
 	}
 	return false

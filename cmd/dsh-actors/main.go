@@ -30,7 +30,8 @@ Commands:
       Calls of one agent run in order; different agents run at once, so
       their results may interleave. Bad lines get an error result.
 
-  bench shell [--json] [--iterations N] [--spawn-iterations N] [--agents N] [--calls N] [--config FILE]
+  bench shell [--json] [--iterations N] [--spawn-iterations N] [--agents N] [--calls N]
+              [--duration D [--rate R]] [--config FILE]
       Measure the bash tool through the whole runtime next to the floor (a
       bare PTY bash round trip, no actors) sampled in the same run.
 
@@ -153,10 +154,15 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	iterations := fs.Int("iterations", def.Iterations, "samples of the echo and pwd scenarios")
 	spawns := fs.Int("spawn-iterations", def.SpawnIterations, "samples of the spawn+init+first echo scenario")
 	agents := fs.Int("agents", def.Agents, "agents driven at once for the throughput figure")
-	calls := fs.Int("calls", def.CallsPerAgent, "calls each of those agents makes")
+	calls := fs.Int("calls", def.CallsPerAgent, "calls each of those agents makes (without --duration)")
+	duration := fs.Duration("duration", 0, "run the throughput figure for this long instead of a number of calls")
+	rate := fs.Float64("rate", 0, "with --duration: calls per second per agent, open loop (0: closed loop)")
 	configPath := fs.String("config", "", "YAML configuration `file` (default: built-in defaults)")
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
+	}
+	if *duration < 0 || *rate < 0 || (*rate > 0 && *duration == 0) {
+		return usageError{fmt.Errorf("bench shell: --duration %v, --rate %g: both must be positive, and --rate needs --duration", *duration, *rate)}
 	}
 	for name, v := range map[string]int{"iterations": *iterations, "spawn-iterations": *spawns, "agents": *agents, "calls": *calls} {
 		if v < 1 {
@@ -169,6 +175,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	rep, err := bench.RunShell(ctx, h, bench.ShellOptions{
 		Iterations: *iterations, SpawnIterations: *spawns, Agents: *agents, CallsPerAgent: *calls,
+		Duration: *duration, Rate: *rate,
 	})
 	if stopErr := stopHost(h); err == nil {
 		err = stopErr
