@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dsh-actors/dsh-actors/actors/shell"
 	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/host"
@@ -359,5 +361,63 @@ func TestShellsHoldNoThreadEach(t *testing.T) {
 	}
 	if threads == 0 || threads >= n {
 		t.Fatalf("%d OS threads with %d live shells", threads, n)
+	}
+}
+
+// Out of file descriptors: starting one more shell is an error that names
+// the limit, and Stop still ends every process.
+func TestOutOfDescriptors(t *testing.T) {
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.Start(host.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sids []int
+	res, err := h.Bash(ctxT(t), "first", shell.Args{Command: "sleep 1000 & echo $$"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sids = append(sids, lastInt(t, res.Text))
+	// A limit just above what is open now.
+	fds, _ := os.ReadDir("/proc/self/fd")
+	low := old
+	low.Cur = uint64(len(fds) + 12)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	restore := func() {
+		if !restored {
+			restored = true
+			_ = unix.Setrlimit(unix.RLIMIT_NOFILE, &old)
+		}
+	}
+	defer restore()
+	var limitErr string
+	for i := 0; i < 50 && limitErr == ""; i++ {
+		res, err := h.Bash(ctxT(t), fmt.Sprintf("a%d", i), shell.Args{Command: "sleep 1000 & echo $$"})
+		switch {
+		case err != nil:
+			limitErr = err.Error()
+		case res.IsError:
+			limitErr = res.Text
+		default:
+			sids = append(sids, lastInt(t, res.Text))
+		}
+	}
+	if !strings.Contains(limitErr, "ulimit -n") {
+		t.Fatalf("no error naming the limit: %q", limitErr)
+	}
+	if err := h.Stop(ctxT(t)); err != nil {
+		t.Fatalf("Stop with no descriptors left: %v", err)
+	}
+	restore()
+	for _, sid := range sids {
+		if left, err := procfs.Session(sid); err != nil || len(left) > 0 {
+			t.Fatalf("session %d survived Stop: %v %v", sid, left, err)
+		}
 	}
 }

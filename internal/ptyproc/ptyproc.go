@@ -270,7 +270,7 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 	}
 	master, tty, err := pty.Open()
 	if err != nil {
-		return nil, fmt.Errorf("ptyproc: opening a pseudo-terminal: %w", err)
+		return nil, fmt.Errorf("ptyproc: opening a pseudo-terminal: %w%s", err, limitNote(err))
 	}
 	ttyName := tty.Name()
 	modes, err := setupTTY(tty, opts)
@@ -291,7 +291,7 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 	if err := cmd.Start(); err != nil {
 		master.Close()
 		tty.Close()
-		return nil, fmt.Errorf("ptyproc: starting %s: %w", path, err)
+		return nil, fmt.Errorf("ptyproc: starting %s: %w%s", path, err, limitNote(err))
 	}
 	slaveFD := int(tty.Fd())
 	tree.Session = cmd.Process.Pid
@@ -302,6 +302,9 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 		tty.Close()
 		_ = procfs.KillTree(tree, killTimeout)
 		_ = cmd.Wait()
+		if note := limitNote(err); note != "" {
+			err = fmt.Errorf("%w%s", err, note)
+		}
 		return nil, err
 	}
 
@@ -716,6 +719,25 @@ func (p *Process) waitLoop() {
 	p.submit(request{kind: reqExited})
 }
 
+// limitNote names the limit an error ran into, when it is one: the
+// process's open-file limit, the system's, or the number of pseudo-
+// terminals (kernel.pty.max).
+func limitNote(err error) string {
+	switch {
+	case errors.Is(err, syscall.EMFILE):
+		var rl unix.Rlimit
+		_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &rl)
+		return fmt.Sprintf(" (this process's open-file limit, ulimit -n %d, is reached: each shell or terminal holds a few descriptors; raise the limit or run fewer at once)", rl.Cur)
+	case errors.Is(err, syscall.ENFILE):
+		return " (the system's open-file limit, fs.file-max, is reached)"
+	case errors.Is(err, syscall.ENOSPC):
+		max, _ := os.ReadFile("/proc/sys/kernel/pty/max")
+		nr, _ := os.ReadFile("/proc/sys/kernel/pty/nr")
+		return fmt.Sprintf(" (the system's pseudo-terminal limit is reached: kernel.pty.max is %s, %s in use)", strings.TrimSpace(string(max)), strings.TrimSpace(string(nr)))
+	}
+	return ""
+}
+
 // waitExit returns once process pid has exited, waiting in the runtime's
 // poller on a pidfd rather than in a thread of its own blocked in wait4:
 // a thousand shells must not hold a thousand threads. (cmd.Wait then reaps
@@ -1013,11 +1035,30 @@ func closeAll(ps []*Process) error {
 		}
 	}
 	killErr := procfs.KillTrees(trees, killTimeout)
+	outOfFiles := errors.Is(killErr, syscall.EMFILE) || errors.Is(killErr, syscall.ENFILE)
+	if outOfFiles {
+		// No descriptor left to look at /proc with. Kill what needs none:
+		// each session's leader and its process group. Closing those frees
+		// their descriptors, and the rest of each session is looked for
+		// after that.
+		// (Only leaders not reaped yet: their pid and group id cannot have
+		// been given to anyone else. The signal to the leader goes
+		// through the pidfd os.Process keeps.)
+		for _, p := range mine {
+			if _, done := p.ExitStatus(); !done {
+				_ = unix.Kill(-p.tree.Session, unix.SIGKILL)
+				_ = p.cmd.Process.Signal(syscall.SIGKILL)
+			}
+		}
+	}
 	var wg sync.WaitGroup
 	for _, p := range mine {
 		wg.Go(func() { p.finishClose(nil) })
 	}
 	wg.Wait()
+	if outOfFiles {
+		killErr = procfs.KillTrees(trees, killTimeout)
+	}
 	for _, p := range ps {
 		<-p.closed
 	}
