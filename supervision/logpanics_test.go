@@ -1,36 +1,17 @@
 package supervision_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/dsh-actors/dsh-actors/internal/testkit"
 	"github.com/dsh-actors/dsh-actors/supervision"
 )
-
-// logBuffer is a bytes.Buffer that a logger on an actor's goroutine and the
-// test may use at once.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 type expectedError struct{}
 
@@ -40,7 +21,7 @@ func (expectedError) ExpectedFailure() bool { return true }
 // An unexpected panic is logged at Error with the stack from where it
 // began, and still reaches supervision.
 func TestLogPanicsLogsStack(t *testing.T) {
-	var logs logBuffer
+	var logs testkit.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	h := newHarness(t, supervision.Policy{}, withChildProps(actor.WithReceiverMiddleware(supervision.LogPanics(logger))))
 	pid := h.spawn("worker", nil)
@@ -62,7 +43,7 @@ func TestLogPanicsLogsStack(t *testing.T) {
 // A failure that says it is expected is logged at Info without a stack,
 // also when wrapped.
 func TestLogPanicsExpectedFailure(t *testing.T) {
-	var logs logBuffer
+	var logs testkit.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	h := newHarness(t, supervision.Policy{}, withChildProps(actor.WithReceiverMiddleware(supervision.LogPanics(logger))))
 	pid := h.spawn("worker", nil)
@@ -81,7 +62,7 @@ func TestLogPanicsExpectedFailure(t *testing.T) {
 
 // Messages that do not panic pass through the middleware untouched.
 func TestLogPanicsQuietWithoutPanic(t *testing.T) {
-	var logs logBuffer
+	var logs testkit.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	h := newHarness(t, supervision.Policy{}, withChildProps(actor.WithReceiverMiddleware(supervision.LogPanics(logger))))
 	pid := h.spawn("worker", nil)
@@ -94,7 +75,7 @@ func TestLogPanicsQuietWithoutPanic(t *testing.T) {
 // A panic in Stopping is logged and not passed on, so the stop completes
 // and the supervisor receives Terminated.
 func TestLogPanicsLetsStopComplete(t *testing.T) {
-	var logs logBuffer
+	var logs testkit.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	h := newHarness(t, supervision.Policy{}, withChildProps(actor.WithReceiverMiddleware(supervision.LogPanics(logger))))
 	pid := h.spawn("worker", nil)

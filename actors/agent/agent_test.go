@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,34 +25,16 @@ func TestMain(m *testing.M) {
 	testkit.Main(m)
 }
 
-// logBuffer collects log output from many goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 type fixture struct {
 	t      *testing.T
 	system *actor.ActorSystem
 	mark   string
-	logs   *logBuffer
+	logs   *testkit.Buffer
 }
 
 func newFixture(t *testing.T) *fixture {
 	mark := testkit.ProcessMark(t)
-	return &fixture{t: t, system: testkit.NewSystem(t), mark: mark, logs: &logBuffer{}}
+	return &fixture{t: t, system: testkit.NewSystem(t), mark: mark, logs: &testkit.Buffer{}}
 }
 
 // spawn starts an agent as a root actor (protoactor's default guardian

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -328,7 +327,7 @@ func TestSignalEndsAnIdleCall(t *testing.T) {
 	t.Cleanup(func() { pw.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &syncBuffer{}
+	out := &testkit.Buffer{}
 	done := make(chan error, 1)
 	go func() { done <- runCall(ctx, newHost(t), pr, out) }()
 	if _, err := io.WriteString(pw, `{"agent":"a","tool":"bash","args":{"command":"sleep 100"},"id":9}`+"\n"); err != nil {
@@ -353,20 +352,3 @@ func TestSignalEndsAnIdleCall(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]byte(nil), s.b.Bytes()...)
-}
