@@ -216,7 +216,7 @@ func describe(id string, in *terminal.Info) string {
 	}
 	s := fmt.Sprintf("%s: %s — %s", id, in.Command, state)
 	if in.LastReady != "" {
-		s += "; last ready: " + in.LastReady
+		s += "; last ready: " + string(in.LastReady)
 	}
 	if in.Holder != "" {
 		s += fmt.Sprintf("; reserved by %s since %s", in.Holder, in.HolderSince.Format("15:04:05.000"))

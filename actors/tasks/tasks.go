@@ -223,11 +223,11 @@ func (r *Registry) list(callID string) *messages.ToolResult {
 	sort.Slice(ids, func(i, j int) bool { return r.tasks[ids[i]].since.Before(r.tasks[ids[j]].since) })
 	var b strings.Builder
 	type item struct {
-		TaskID     string `json:"task_id"`
-		TerminalID string `json:"terminal_id"`
-		Running    bool   `json:"running"`
-		Reason     string `json:"ready_reason,omitempty"`
-		Text       string `json:"text"`
+		TaskID     string               `json:"task_id"`
+		TerminalID string               `json:"terminal_id"`
+		Running    bool                 `json:"running"`
+		Reason     terminal.ReadyReason `json:"ready_reason,omitempty"`
+		Text       string               `json:"text"`
 	}
 	items := []item{}
 	if len(ids) == 0 {
@@ -237,7 +237,7 @@ func (r *Registry) list(callID string) *messages.ToolResult {
 		e := r.tasks[id]
 		state := "running"
 		if !e.running {
-			state = "finished: " + e.ready.Reason
+			state = "finished: " + string(e.ready.Reason)
 			if e.ready.Detail != "" {
 				state += " (" + e.ready.Detail + ")"
 			}
@@ -435,7 +435,7 @@ func (t *task) result(callID, tool, note string) *messages.ToolResult {
 	}
 	data := map[string]any{"task_id": t.id, "terminal_id": t.start.TerminalID, "running": !t.done}
 	if t.done {
-		line := "[" + t.id + " finished: " + t.ready.Reason
+		line := "[" + t.id + " finished: " + string(t.ready.Reason)
 		if t.ready.Detail != "" {
 			line += " — " + t.ready.Detail
 		}
@@ -533,7 +533,7 @@ func (t *task) killStep(ctx actor.Context, m *killTick) {
 	// Even SIGKILL did not bring the terminal back to ready (a program that
 	// is gone but whose shell does not prompt): let go of the terminal.
 	ctx.Send(t.start.Terminal, &terminal.Release{TaskID: t.id})
-	t.event(ctx, &terminal.TaskEvent{TaskID: t.id, Done: true, Ready: terminal.Readiness{Reason: "killed", Detail: "the terminal did not become ready after SIGKILL; its reservation was released"}})
+	t.event(ctx, &terminal.TaskEvent{TaskID: t.id, Done: true, Ready: terminal.Readiness{Reason: terminal.ReadyKilled, Detail: "the terminal did not become ready after SIGKILL; its reservation was released"}})
 }
 
 func (t *task) stopTimers() {

@@ -64,7 +64,7 @@ type Actor struct {
 	// promptIdle: our shell's prompt marker came and no input since.
 	promptIdle bool
 	exit       *ptyproc.ExitStatus
-	lastReady  string
+	lastReady  ReadyReason
 	wait       *waitproof.Tracker
 	waiters    []*waiter
 	holder     *holder
@@ -464,7 +464,7 @@ func (a *Actor) currentState() Readiness {
 	case a.promptIdle:
 		return Readiness{Reason: ReadyPrompt}
 	}
-	return Readiness{Reason: "running", Detail: "not waited for"}
+	return Readiness{Reason: ReadyRunning, Detail: "not waited for"}
 }
 
 // addWaiter waits for readiness, at most wait (0 for a task: no bound).
@@ -577,7 +577,7 @@ func readyLine(r Readiness) string {
 	case ReadyExited:
 		return "[exited: " + r.Detail + "]"
 	}
-	return "[state: " + r.Reason + " — " + r.Detail + "]"
+	return "[state: " + string(r.Reason) + " — " + r.Detail + "]"
 }
 
 func (a *Actor) historyLine(from, to int64) string {

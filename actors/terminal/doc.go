@@ -19,6 +19,10 @@
 //   - timeout: the wait's bound passed; the program may still be working;
 //   - exited: the program ended; its status comes with it.
 //
+// A result that waited for nothing (wait_ms 0, a signal, a resize) says
+// running; a background task that task_kill could not bring back to ready
+// even with SIGKILL ends as killed. The set is closed: ReadyReason.
+//
 // # The send reservation
 //
 // A terminal has at most one holder: a foreground send for as long as it

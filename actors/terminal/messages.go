@@ -59,7 +59,7 @@ type Info struct {
 	// Foreground is the command of the foreground process group.
 	Foreground string `json:"foreground,omitempty"`
 	// LastReady is the reason of the last readiness the terminal reported.
-	LastReady string `json:"last_ready,omitempty"`
+	LastReady ReadyReason `json:"last_ready,omitempty"`
 	// Holder is who holds the send reservation, if anyone.
 	Holder      string    `json:"reserved_by,omitempty"`
 	HolderSince time.Time `json:"-"`
@@ -98,22 +98,36 @@ type (
 
 // Readiness is why a wait ended.
 type Readiness struct {
-	// Reason is one of "prompt", "stdin_read", "inferred_idle", "timeout",
-	// "exited".
-	Reason string
+	// Reason is one of the ReadyReason values below.
+	Reason ReadyReason
 	// Detail says more: who waits for input, how long it was silent, the
 	// exit status.
 	Detail string
-	// Exit is set for "exited".
+	// Exit is set for ReadyExited.
 	Exit *ptyproc.ExitStatus
 }
 
-// Readiness reasons.
+// ReadyReason is why a wait ended, or what state a result describes: a
+// closed set, shown to the model and in results' data as ready_reason.
+type ReadyReason string
+
 const (
-	ReadyPrompt   = "prompt"
-	ReadyStdin    = "stdin_read"
-	ReadyIdle     = "inferred_idle"
-	ReadyTimeout  = "timeout"
-	ReadyExited   = "exited"
-	readyReleased = "released"
+	// ReadyPrompt: the default bash printed its prompt marker.
+	ReadyPrompt ReadyReason = "prompt"
+	// ReadyStdin: the foreground program is proven blocked reading the
+	// terminal.
+	ReadyStdin ReadyReason = "stdin_read"
+	// ReadyIdle: a wait /proc cannot see into, after idleSilenceMs of
+	// silence: a guess.
+	ReadyIdle ReadyReason = "inferred_idle"
+	// ReadyTimeout: the wait's bound passed; the program may be working.
+	ReadyTimeout ReadyReason = "timeout"
+	// ReadyExited: the program ended.
+	ReadyExited ReadyReason = "exited"
+	// ReadyRunning: nothing was waited for (a read with wait_ms 0, a
+	// signal, a resize) and the program is not known to be idle.
+	ReadyRunning ReadyReason = "running"
+	// ReadyKilled: task_kill went through SIGKILL and the terminal still
+	// did not become ready; the task let go of it.
+	ReadyKilled ReadyReason = "killed"
 )
