@@ -78,6 +78,8 @@ type Actor struct {
 	// stops with calls in its mailbox (protoactor drops them) cannot leave
 	// a caller waiting, because the agent answers those itself.
 	inflight map[string]inflight
+	// lists are the terminal_list calls waiting for their terminals.
+	lists map[string]*listing
 	// lost survives a restart of the agent (it is shared with the
 	// producer): what the failed agent had, so that a later call naming one
 	// of its terminals or tasks is told what happened to it.
@@ -121,7 +123,7 @@ func Props(opts Options) *actor.Props {
 			panic(fmt.Sprintf("agent: invalid shell policy: %v", err))
 		}
 		return &Actor{opts: opts, log: log, strategy: strategy,
-			terminals: map[string]*actor.PID{}, terminalIDs: map[string]string{}, inflight: map[string]inflight{}, lost: lost}
+			terminals: map[string]*actor.PID{}, terminalIDs: map[string]string{}, inflight: map[string]inflight{}, lists: map[string]*listing{}, lost: lost}
 	}, opts.propsOptions(log)...)
 }
 
@@ -183,6 +185,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 			delete(a.inflight, id)
 			ctx.Send(f.caller, &messages.ToolResult{CallId: id, Tool: f.tool, IsError: true, Text: f.tool + ": " + why})
 		}
+		for _, l := range a.lists {
+			a.answerList(ctx, l) // with what came
+		}
 	case *actor.Stopped:
 	case *messages.ToolCall:
 		a.dispatch(ctx, m)
@@ -217,6 +222,22 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.failCalls(ctx, m.Target, "it had stopped")
 	case *childGone:
 		a.failCalls(ctx, m.who, "it stopped before answering")
+		for _, l := range a.lists {
+			for id, pidID := range l.ids {
+				if pidID == m.who.Id {
+					delete(l.ids, id) // closed meanwhile: not listed
+				}
+			}
+			if len(l.infos) >= len(l.ids) {
+				a.answerList(ctx, l)
+			}
+		}
+	case *terminal.Info:
+		a.listed(ctx, m)
+	case *listDue:
+		if l, ok := a.lists[m.callID]; ok {
+			a.answerList(ctx, l)
+		}
 	case *crash:
 		panic(m.reason)
 	case *actor.Terminated:

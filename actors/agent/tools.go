@@ -155,50 +155,89 @@ func forTerminal[T any](build func(*messages.ToolCall, *T) (string, any)) handle
 	}
 }
 
-// listTool asks every terminal to describe itself. The answers are
-// gathered in a goroutine of its own, which ends when the last terminal has
-// answered (or the timeout passed): the agent's Receive never waits on a
-// reply.
+// listTool asks every terminal at once to describe itself; the answers
+// come back to the agent (see listing), which answers the call when the
+// last has come, or when listWait has passed.
 func listTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
 	var args terminal.NoArgs
 	if err := terminal.Parse(call.Tool, call.Arguments, &args, a.opts.Config.Terminal); err != nil {
 		ctx.Respond(errorResult(call, err.Error()))
 		return
 	}
-	ids := make([]string, 0, len(a.terminals))
-	for id := range a.terminals {
+	l := &listing{call: call, caller: ctx.Sender(), infos: map[string]*terminal.Info{}, ids: map[string]string{}}
+	for id, pid := range a.terminals {
+		l.ids[id] = pid.Id
+		ctx.Request(pid, &terminal.Describe{Tag: call.CallId})
+	}
+	a.lists[call.CallId] = l
+	if len(l.ids) == 0 {
+		a.answerList(ctx, l)
+		return
+	}
+	send, self := ctx.ActorSystem().Root, ctx.Self()
+	l.timer = time.AfterFunc(listWait, func() { send.Send(self, &listDue{call.CallId}) })
+}
+
+// listWait bounds how long terminal_list waits for a terminal that does
+// not answer (one that is closing).
+const listWait = 2 * time.Second
+
+// listing is a terminal_list under way: the answers so far.
+type listing struct {
+	call   *messages.ToolCall
+	caller *actor.PID
+	ids    map[string]string // terminal id -> its actor's PID id, asked
+	infos  map[string]*terminal.Info
+	timer  *time.Timer
+}
+
+// listDue ends a listing that is still waiting.
+type listDue struct{ callID string }
+
+// listed takes one terminal's answer.
+func (a *Actor) listed(ctx actor.Context, in *terminal.Info) {
+	l, ok := a.lists[in.Tag]
+	if !ok {
+		return
+	}
+	l.infos[in.ID] = in
+	if len(l.infos) == len(l.ids) {
+		a.answerList(ctx, l)
+	}
+}
+
+// answerList answers a terminal_list with what came, in terminal order.
+func (a *Actor) answerList(ctx actor.Context, l *listing) {
+	delete(a.lists, l.call.CallId)
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	ids := make([]string, 0, len(l.infos))
+	for id := range l.infos {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return terminalNumber(ids[i]) < terminalNumber(ids[j]) })
-	pids := make([]*actor.PID, len(ids))
-	for i, id := range ids {
-		pids[i] = a.terminals[id]
+	var lines []string
+	infos := []map[string]any{}
+	for _, id := range ids {
+		in := l.infos[id]
+		lines = append(lines, describe(id, in))
+		item := map[string]any{"terminal_id": in.ID, "command": in.Command, "running": in.Running,
+			"foreground": in.Foreground, "last_ready": in.LastReady, "reserved_by": in.Holder}
+		if in.ExitStatus != nil {
+			item["exit_status"] = in.ExitStatus.String()
+		}
+		infos = append(infos, item)
 	}
-	root, caller, max := ctx.ActorSystem().Root, ctx.Sender(), a.opts.Config.Terminal.MaxResultBytes
-	go func() {
-		var lines []string
-		infos := []map[string]any{}
-		for i, pid := range pids {
-			res, err := root.RequestFuture(pid, &terminal.Describe{}, 5*time.Second).Result()
-			in, ok := res.(*terminal.Info)
-			if err != nil || !ok {
-				continue // closed meanwhile
-			}
-			lines = append(lines, describe(ids[i], in))
-			item := map[string]any{"terminal_id": in.ID, "command": in.Command, "running": in.Running,
-				"foreground": in.Foreground, "last_ready": in.LastReady, "reserved_by": in.Holder}
-			if in.ExitStatus != nil {
-				item["exit_status"] = in.ExitStatus.String()
-			}
-			infos = append(infos, item)
-		}
-		text := "[no terminals open]"
-		if len(lines) > 0 {
-			text = strings.Join(lines, "\n")
-		}
-		data, _ := json.Marshal(map[string]any{"terminals": infos})
-		root.Send(caller, fitResult(&messages.ToolResult{CallId: call.CallId, Tool: call.Tool, Text: text, Data: data}, max))
-	}()
+	text := "[no terminals open]"
+	if len(lines) > 0 {
+		text = strings.Join(lines, "\n")
+	}
+	if missing := len(l.ids) - len(l.infos); missing > 0 {
+		text += fmt.Sprintf("\n[%d terminal(s) did not answer within %v (closing)]", missing, listWait)
+	}
+	data, _ := json.Marshal(map[string]any{"terminals": infos})
+	ctx.Send(l.caller, fitResult(&messages.ToolResult{CallId: l.call.CallId, Tool: l.call.Tool, Text: text, Data: data}, a.opts.Config.Terminal.MaxResultBytes))
 }
 
 func terminalNumber(id string) int {

@@ -177,7 +177,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *Cancel:
 		a.cancel(ctx, m.CallID)
 	case *Describe:
-		ctx.Respond(a.info())
+		in := a.info()
+		in.Tag = m.Tag
+		ctx.Respond(in)
 	case *Reserve:
 		a.reserve(ctx, m)
 	case *Interrupt:

@@ -64,3 +64,26 @@ func TestCloseRightAfterOpen(t *testing.T) {
 		}
 	}
 }
+
+// terminal_list asks every terminal at once and answers even while one is
+// closing; the agent owns the listing (no goroutine outlives it).
+func TestListWhileClosing(t *testing.T) {
+	f := newFixture(t, nil)
+	for range 5 {
+		f.open(`{}`)
+	}
+	done := make(chan result, 1)
+	go func() { done <- f.call("terminal_close", `{"terminal_id":"t3"}`) }()
+	r := f.call("terminal_list", `{}`)
+	for _, id := range []string{"t1:", "t2:", "t4:", "t5:"} {
+		if !strings.Contains(r.text, id) {
+			t.Fatalf("%s missing: %q", id, r.text)
+		}
+	}
+	if c := <-done; c.isErr {
+		t.Fatalf("close: %+v", c)
+	}
+	if r := f.call("terminal_list", `{}`); strings.Contains(r.text, "t3:") || !strings.Contains(r.text, "t5:") {
+		t.Fatalf("after the close: %q", r.text)
+	}
+}

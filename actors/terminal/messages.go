@@ -46,11 +46,13 @@ type (
 	Cancel struct{ CallID string }
 )
 
-// Describe asks for an *Info (terminal_list).
-type Describe struct{}
+// Describe asks for an *Info (terminal_list); Tag comes back in it.
+type Describe struct{ Tag string }
 
 // Info describes a terminal for terminal_list.
 type Info struct {
+	// Tag is Describe's.
+	Tag     string `json:"-"`
 	ID      string `json:"terminal_id"`
 	Command string `json:"command"`
 	Running bool   `json:"running"`

@@ -351,4 +351,3 @@ func TestSignalEndsAnIdleCall(t *testing.T) {
 		t.Fatalf("result %q (%v)", out.Bytes(), e)
 	}
 }
-
