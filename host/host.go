@@ -50,7 +50,8 @@ type Host struct {
 	log       *slog.Logger
 	pid       *actor.PID
 
-	// agents caches agent PIDs; only the host actor writes it.
+	// agents caches agent PIDs. The host actor stores and clears them; Call
+	// also drops a PID it found dead (CompareAndDelete, so a newer one stays).
 	agents   sync.Map // string -> *actor.PID
 	calls    atomic.Uint64
 	stopped  atomic.Bool

@@ -31,6 +31,8 @@
 //
 // # Goroutines
 //
-// None of its own. The processes of its children are killed by the Reaper in
-// Options, which the agent's owner waits for after stopping it.
+// None of its own: its timers (terminal_list's bound) are time.AfterFunc
+// timers that send it a message. The processes of its children are killed
+// by the Reaper in Options, which the agent's owner waits for after
+// stopping it.
 package agent
