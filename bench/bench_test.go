@@ -105,3 +105,17 @@ func BenchmarkHostStop(b *testing.B) {
 }
 
 var stopShells = flag.Int("stopshells", 200, "live shells for BenchmarkHostStop")
+
+// The soak's short form: agents with shells, terminals and tasks under
+// random faults for a few seconds; every call answered with its own
+// output, and nothing left after the host stops.
+func TestSoak(t *testing.T) {
+	rep, err := RunSoak(context.Background(), SoakOptions{Agents: 6, Duration: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Sound() || rep.Calls < 50 {
+		t.Fatalf("%+v", rep)
+	}
+	t.Logf("%d calls: %v; threads after: %d", rep.Calls, rep.Ops, rep.ThreadsAfter)
+}

@@ -40,6 +40,11 @@ Commands:
       python3 next to the same programs on a bare PTY, with the count of each
       readiness reason.
 
+  bench soak [--agents N] [--duration D]
+      Throw random faults at N agents' shells, terminals and tasks for D
+      (kill -9, timeouts, exits, task kills, closes, cancellations), check
+      every answer, and count what is left after the host stops.
+
   help
       Show this text.
 `
@@ -145,8 +150,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && args[0] == "terminal" {
 		return cmdBenchTerminal(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "soak" {
+		return cmdBenchSoak(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "shell" {
-		return usageError{errors.New(`bench: name a benchmark: "bench shell" or "bench terminal"`)}
+		return usageError{errors.New(`bench: name a benchmark: "bench shell", "bench terminal" or "bench soak"`)}
 	}
 	def := bench.DefaultShellOptions()
 	fs := newFlags("bench shell", stderr)
@@ -191,6 +199,26 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err == nil && rep.Errors > 0 {
 		err = fmt.Errorf("bench shell: %d calls failed; first: %s", rep.Errors, rep.FirstError)
+	}
+	return err
+}
+
+func cmdBenchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("bench soak", stderr)
+	agents := fs.Int("agents", 100, "agents under faults at once")
+	duration := fs.Duration("duration", 30*time.Second, "how long faults are thrown at them")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *agents < 1 || *duration <= 0 {
+		return usageError{fmt.Errorf("bench soak: --agents %d, --duration %v: both must be positive", *agents, *duration)}
+	}
+	rep, err := bench.RunSoak(ctx, bench.SoakOptions{Agents: *agents, Duration: *duration})
+	if werr := rep.WriteTable(stdout); err == nil {
+		err = werr
+	}
+	if err == nil && !rep.Sound() {
+		err = errors.New("bench soak: the run was not sound (see the counts above)")
 	}
 	return err
 }
