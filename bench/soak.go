@@ -30,6 +30,10 @@ type SoakOptions struct {
 	Agents int
 	// Duration is how long faults are thrown at them.
 	Duration time.Duration
+	// Terminals bounds the terminals each agent keeps open (default 2).
+	// Each one and each shell take a pseudo-terminal of the system's
+	// kernel.pty.max.
+	Terminals int
 	// Config is the host's configuration; the zero value means the
 	// defaults.
 	Config *config.Config
@@ -90,7 +94,10 @@ func RunSoak(ctx context.Context, opts SoakOptions) (SoakReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	s := &soak{h: h, ops: map[string]int{}}
+	s := &soak{h: h, ops: map[string]int{}, terminals: opts.Terminals}
+	if s.terminals <= 0 {
+		s.terminals = 2
+	}
 	end := time.Now().Add(opts.Duration)
 	var wg sync.WaitGroup
 	for i := range opts.Agents {
@@ -121,6 +128,7 @@ type soak struct {
 	mu                       sync.Mutex
 	ops                      map[string]int
 	firstWrong               string
+	terminals                int
 }
 
 func (s *soak) bad(format string, args ...any) {
@@ -199,7 +207,7 @@ func (s *soak) agent(ctx context.Context, id string, end time.Time) {
 			tk := token()
 			_, _, _, _ = s.call(ctx, id, "bash", shell.Args{Command: fmt.Sprintf("(for i in 1 2 3; do echo %s-$i; sleep 0.01; done) &", tk)}, 0)
 		case 7: // a terminal opens
-			if len(terms) < 2 {
+			if len(terms) < s.terminals {
 				_, isErr, data, err := s.call(ctx, id, "terminal_open", map[string]any{}, 0)
 				if tid, _ := data["terminal_id"].(string); err == nil && !isErr && tid != "" {
 					terms = append(terms, tid)

@@ -40,7 +40,7 @@ Commands:
       python3 next to the same programs on a bare PTY, with the count of each
       readiness reason.
 
-  bench soak [--agents N] [--duration D]
+  bench soak [--agents N] [--duration D] [--terminals T]
       Throw random faults at N agents' shells, terminals and tasks for D
       (kill -9, timeouts, exits, task kills, closes, cancellations), check
       every answer, and count what is left after the host stops.
@@ -207,13 +207,14 @@ func cmdBenchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs := newFlags("bench soak", stderr)
 	agents := fs.Int("agents", 100, "agents under faults at once")
 	duration := fs.Duration("duration", 30*time.Second, "how long faults are thrown at them")
+	terminals := fs.Int("terminals", 2, "terminals each agent keeps open at most (each takes a pty of kernel.pty.max)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *agents < 1 || *duration <= 0 {
 		return usageError{fmt.Errorf("bench soak: --agents %d, --duration %v: both must be positive", *agents, *duration)}
 	}
-	rep, err := bench.RunSoak(ctx, bench.SoakOptions{Agents: *agents, Duration: *duration})
+	rep, err := bench.RunSoak(ctx, bench.SoakOptions{Agents: *agents, Duration: *duration, Terminals: *terminals})
 	if werr := rep.WriteTable(stdout); err == nil {
 		err = werr
 	}

@@ -47,12 +47,12 @@ type scan struct {
 	vanished int
 }
 
-func (t Tree) scan() (scan, error) { return scanTrees([]Tree{t}) }
+func (t Tree) scan() (scan, error) { return scanTrees([]Tree{t}, nil) }
 
 // scanTrees is one look at several trees at once: one listing of /proc, and
 // one read of each later process's environment whatever the number of
 // trees (a host stopping a thousand shells must not read a million).
-func scanTrees(trees []Tree) (scan, error) {
+func scanTrees(trees []Tree, others func(session int) bool) (scan, error) {
 	var sc scan
 	sessions := make(map[int]bool, len(trees))
 	type markOf struct {
@@ -90,6 +90,8 @@ func scanTrees(trees []Tree) (scan, error) {
 			continue
 		case len(tokens) == 0 || p.Start < minSince || p.PID <= 1:
 			continue
+		case others != nil && others(p.Session):
+			continue // in a session that is not going away: not a leaver of these
 		}
 		for name := range names {
 			found, sure := markTokens(p.PID, name)
@@ -126,12 +128,15 @@ const unsureRetry = 2 * time.Millisecond
 // never hit. It returns an error naming the processes still alive at the
 // deadline, if any. A process that left the session and was executed with an
 // environment without the mark (env -i) is out of its reach.
-func KillTree(t Tree, timeout time.Duration) error { return KillTrees([]Tree{t}, timeout) }
+func KillTree(t Tree, timeout time.Duration) error { return KillTrees([]Tree{t}, timeout, nil) }
 
 // KillTrees is KillTree for several trees at once, with one scan of /proc
 // per round for all of them. The timeout counts from the end of the first
 // scan: a slow look at a busy machine does not eat the grace of the kill.
-func KillTrees(trees []Tree, timeout time.Duration) error {
+// others, if given, names sessions known to live on (other shells'): their
+// members cannot have left one of these trees, so their environments are
+// not read. On a host with a thousand shells that is most processes.
+func KillTrees(trees []Tree, timeout time.Duration, others func(session int) bool) error {
 	if len(trees) == 0 {
 		return nil
 	}
@@ -139,7 +144,7 @@ func KillTrees(trees []Tree, timeout time.Duration) error {
 	seenZombies := map[int]bool{}
 	rescans := 0
 	for {
-		sc, err := scanTrees(trees)
+		sc, err := scanTrees(trees, others)
 		if err != nil {
 			return err
 		}

@@ -295,10 +295,12 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 	}
 	slaveFD := int(tty.Fd())
 	tree.Session = cmd.Process.Pid
+	liveSessions.Store(tree.Session, struct{}{})
 	if st, err := procfs.Stat(cmd.Process.Pid); err == nil {
 		tree.Since = st.Start // what leaves the session starts after its leader
 	}
 	fail := func(err error) (*Process, error) {
+		liveSessions.Delete(tree.Session)
 		tty.Close()
 		_ = procfs.KillTree(tree, killTimeout)
 		_ = cmd.Wait()
@@ -998,8 +1000,17 @@ func (p *Process) claimClose() bool {
 	return claimed
 }
 
+// liveSessions holds the session ids of the processes not being closed.
+var liveSessions sync.Map
+
+func liveSession(sid int) bool {
+	_, ok := liveSessions.Load(sid)
+	return ok
+}
+
 // beginClose stops the deliveries and returns what is to be killed.
 func (p *Process) beginClose() procfs.Tree {
+	liveSessions.Delete(p.tree.Session)
 	p.closing.Store(true)
 	close(p.done)
 	return p.tree
@@ -1034,7 +1045,9 @@ func closeAll(ps []*Process) error {
 			trees = append(trees, p.beginClose())
 		}
 	}
-	killErr := procfs.KillTrees(trees, killTimeout)
+	t0 := time.Now()
+	killErr := procfs.KillTrees(trees, killTimeout, liveSession)
+	fmt.Fprintf(os.Stderr, "KILL %d in %v\n", len(trees), time.Since(t0))
 	outOfFiles := errors.Is(killErr, syscall.EMFILE) || errors.Is(killErr, syscall.ENFILE)
 	if outOfFiles {
 		// No descriptor left to look at /proc with. Kill what needs none:
@@ -1057,7 +1070,7 @@ func closeAll(ps []*Process) error {
 	}
 	wg.Wait()
 	if outOfFiles {
-		killErr = procfs.KillTrees(trees, killTimeout)
+		killErr = procfs.KillTrees(trees, killTimeout, liveSession)
 	}
 	for _, p := range ps {
 		<-p.closed
