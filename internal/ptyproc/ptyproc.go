@@ -1045,9 +1045,7 @@ func closeAll(ps []*Process) error {
 			trees = append(trees, p.beginClose())
 		}
 	}
-	t0 := time.Now()
 	killErr := procfs.KillTrees(trees, killTimeout, liveSession)
-	fmt.Fprintf(os.Stderr, "KILL %d in %v\n", len(trees), time.Since(t0))
 	outOfFiles := errors.Is(killErr, syscall.EMFILE) || errors.Is(killErr, syscall.ENFILE)
 	if outOfFiles {
 		// No descriptor left to look at /proc with. Kill what needs none:
