@@ -72,7 +72,24 @@ type Actor struct {
 	// held is a task_kill SIGINT waiting for the program to take the text
 	// the task typed.
 	held *heldSignal
+	// promptCheck: the default shell's prompt marker came and a probe looks
+	// whether bash has entered its line editor yet.
+	promptCheck *promptCheck
 }
+
+// promptCheck confirms a prompt marker: bash prints it from PROMPT_COMMAND
+// before its line editor takes over the terminal, and text typed in between
+// is echoed twice (by the terminal, then by readline). The wait ends when
+// bash is proven reading the terminal, or after promptCheckMax.
+type promptCheck struct {
+	until time.Time
+	timer *time.Timer
+}
+
+// promptRetry looks again.
+type promptRetry struct{ c *promptCheck }
+
+const promptCheckMax = 50 * time.Millisecond
 
 // heldSignal is a task_kill SIGINT held back until the terminal's program
 // has taken the text the task typed: no input pending, and the program
@@ -184,6 +201,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.reserve(ctx, m)
 	case *Interrupt:
 		a.interrupt(m)
+	case *promptRetry:
+		if m.c == a.promptCheck && a.proc != nil {
+			a.proc.Probe(m.c, true)
+		}
 	case *heldRetry:
 		if m.h == a.held && a.proc != nil {
 			a.proc.Probe(m.h, true)
@@ -212,9 +233,12 @@ func (a *Actor) Receive(ctx actor.Context) {
 		if m.Proc != a.proc {
 			break
 		}
-		if h, ok := m.Tag.(*heldSignal); ok {
-			a.heldProbed(m, h)
-		} else {
+		switch tag := m.Tag.(type) {
+		case *heldSignal:
+			a.heldProbed(m, tag)
+		case *promptCheck:
+			a.promptProbed(ctx, m, tag)
+		default:
 			a.probed(ctx, m)
 		}
 	case *waitproof.Tick:
@@ -325,6 +349,10 @@ func hasKey(m map[string]string, k string) bool {
 // waiting.
 func (a *Actor) teardown(ctx actor.Context, why string) {
 	a.wait.Stop()
+	if c := a.promptCheck; c != nil && c.timer != nil {
+		c.timer.Stop()
+	}
+	a.promptCheck = nil
 	a.dropHeld()
 	for _, w := range a.waiters {
 		if w.timer != nil {
@@ -726,7 +754,30 @@ func (a *Actor) output(ctx actor.Context, data []byte) {
 		})
 	}
 	a.feedTask(ctx)
-	if a.promptIdle && len(a.waiters) > 0 {
+	if a.promptIdle && len(a.waiters) > 0 && a.promptCheck == nil {
+		a.promptCheck = &promptCheck{until: time.Now().Add(promptCheckMax)}
+		a.proc.Probe(a.promptCheck, true)
+	}
+}
+
+// promptProbed ends the waits on a prompt once bash reads the terminal
+// (see promptCheck).
+func (a *Actor) promptProbed(ctx actor.Context, p *ptyproc.Probe, c *promptCheck) {
+	if c != a.promptCheck {
+		return
+	}
+	if !a.promptIdle {
+		a.promptCheck = nil // typed into meanwhile: a later marker decides
+		return
+	}
+	reading := p.Err == nil && !p.InputPending && p.Wait.State == procfs.WaitingInput
+	if !reading && time.Now().Before(c.until) {
+		send := a.send
+		c.timer = time.AfterFunc(time.Millisecond, func() { send(&promptRetry{c}) })
+		return
+	}
+	a.promptCheck = nil
+	if len(a.waiters) > 0 {
 		a.resolveAll(ctx, Readiness{Reason: ReadyPrompt})
 	}
 }

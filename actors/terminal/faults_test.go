@@ -87,3 +87,18 @@ func TestListWhileClosing(t *testing.T) {
 		t.Fatalf("after the close: %q", r.text)
 	}
 }
+
+// A send right after open is echoed once: the prompt counts only once bash
+// reads the terminal with its line editor (before that the terminal itself
+// echoes what is typed, and readline shows it again).
+func TestSendRightAfterOpenEchoesOnce(t *testing.T) {
+	f := newFixture(t, nil)
+	for i := range 15 {
+		id, _ := f.open(`{}`)
+		r := f.send(id, fmt.Sprintf("echo once-$((%d+1))", i), "Enter")
+		if n := strings.Count(r.text, fmt.Sprintf("echo once-$((%d+1))", i)); n != 1 || !strings.Contains(r.text, fmt.Sprintf("once-%d\n", i+1)) {
+			t.Fatalf("open %d: the line shows %d times: %q", i, n, r.text)
+		}
+		f.call("terminal_close", fmt.Sprintf(`{"terminal_id":%q}`, id))
+	}
+}
