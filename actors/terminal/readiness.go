@@ -1,0 +1,230 @@
+package terminal
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/dsh-actors/dsh-actors/internal/procfs"
+	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
+	"github.com/dsh-actors/dsh-actors/internal/waitproof"
+)
+
+// promptCheck confirms a prompt marker: bash prints it from PROMPT_COMMAND
+// before its line editor takes over the terminal, and text typed in between
+// is echoed twice (by the terminal, then by readline). The wait ends when
+// bash is proven reading the terminal, or after promptCheckMax.
+type promptCheck struct {
+	until time.Time
+	timer *time.Timer
+}
+
+// promptRetry looks again.
+type promptRetry struct{ c *promptCheck }
+
+const promptCheckMax = 50 * time.Millisecond
+
+// waiter is a call (or a task) waiting for the program to be ready.
+type waiter struct {
+	kind   waiterKind
+	callID string
+	sender *actor.PID
+	from   int64 // where its output starts in the history
+	wait   time.Duration
+	timer  *time.Timer
+	args   ReadArgs
+}
+
+type waiterKind int
+
+const (
+	waitOpen waiterKind = iota
+	waitSend
+	waitRead
+	waitTask
+)
+
+// currentState describes the terminal without waiting.
+func (a *Actor) currentState() Readiness {
+	switch {
+	case a.exit != nil:
+		return Readiness{Reason: ReadyExited, Detail: a.exit.String(), Exit: a.exit}
+	case a.promptIdle:
+		return Readiness{Reason: ReadyPrompt}
+	}
+	return Readiness{Reason: ReadyRunning, Detail: "not waited for"}
+}
+
+// addWaiter waits for readiness, at most wait (0 for a task: no bound).
+func (a *Actor) addWaiter(ctx actor.Context, w *waiter, wait time.Duration) {
+	if a.exit != nil {
+		a.answer(ctx, w, a.currentState())
+		return
+	}
+	if a.promptIdle && w.kind != waitTask && w.kind != waitSend {
+		a.answer(ctx, w, Readiness{Reason: ReadyPrompt})
+		return
+	}
+	if w.kind != waitTask {
+		w.wait = wait
+		send := a.send
+		w.timer = time.AfterFunc(wait, func() { send(&deadlineTick{w}) })
+	}
+	a.waiters = append(a.waiters, w)
+	if !a.wait.Active() {
+		a.wait.Start(a.proc)
+	}
+}
+
+func (a *Actor) deadline(ctx actor.Context, w *waiter) {
+	for i, x := range a.waiters {
+		if x == w {
+			a.waiters = append(a.waiters[:i], a.waiters[i+1:]...)
+			a.answer(ctx, w, Readiness{Reason: ReadyTimeout, Detail: fmt.Sprintf("after %d ms; the program may still be working", w.wait.Milliseconds())})
+			a.maybeStopTracker()
+			return
+		}
+	}
+}
+
+func (a *Actor) maybeStopTracker() {
+	if len(a.waiters) == 0 {
+		a.wait.Stop()
+	}
+}
+
+func (a *Actor) dropWaiters(match func(*waiter) bool) {
+	kept := a.waiters[:0]
+	for _, w := range a.waiters {
+		if match(w) {
+			if w.timer != nil {
+				w.timer.Stop()
+			}
+			continue
+		}
+		kept = append(kept, w)
+	}
+	a.waiters = kept
+	a.maybeStopTracker()
+}
+
+// resolveAll ends every wait with r.
+func (a *Actor) resolveAll(ctx actor.Context, r Readiness) {
+	ws := a.waiters
+	a.waiters = nil
+	a.wait.Stop()
+	a.lastReady = r.Reason
+	for _, w := range ws {
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+		a.answer(ctx, w, r)
+	}
+}
+
+// answer ends one waiter's wait.
+func (a *Actor) answer(ctx actor.Context, w *waiter, r Readiness) {
+	switch w.kind {
+	case waitTask:
+		if h := a.holder; h != nil && h.id == w.callID {
+			a.feedTask(ctx)
+			ctx.Send(h.subscriber, &TaskEvent{TaskID: w.callID, Done: true, Ready: r})
+			// What the task had is the task's (task_output returns it): a
+			// read or send on the terminal starts after it.
+			a.readPos = max(a.readPos, h.sent)
+			a.holder = nil
+		}
+		return
+	case waitSend:
+		if a.holder != nil && a.holder.id == w.callID {
+			a.holder = nil
+		}
+	}
+	tool := toolOf(w.kind)
+	end := a.hist.end()
+	raw, from := a.hist.slice(w.from, end)
+	a.readPos = end
+	p := page{raw: raw, from: from, asked: w.from}
+	if w.kind == waitOpen {
+		p.head = []string{fmt.Sprintf("[terminal %s opened: %s]", a.opts.ID, a.command)}
+	}
+	p.tail = []string{readyLine(r), a.historyLine(from, end)}
+	ctx.Send(w.sender, a.result(w.callID, tool, p, r, false))
+}
+
+func readyLine(r Readiness) string {
+	switch r.Reason {
+	case ReadyPrompt:
+		return "[ready: prompt — the shell is waiting for the next command]"
+	case ReadyStdin:
+		return "[ready: stdin_read — " + r.Detail + "]"
+	case ReadyIdle:
+		return "[ready: inferred_idle — " + r.Detail + "; this does not prove the command finished]"
+	case ReadyTimeout:
+		return "[not ready: timeout " + r.Detail + "]"
+	case ReadyExited:
+		return "[exited: " + r.Detail + "]"
+	}
+	return "[state: " + string(r.Reason) + " — " + r.Detail + "]"
+}
+
+// output takes program output: markers out, history in, the task fed, the
+// tracker told.
+func (a *Actor) output(ctx actor.Context, data []byte) {
+	a.wait.Output()
+	if a.stream == nil {
+		a.hist.write(data)
+	} else {
+		a.stream.Feed(data, a.hist.write, func(_, _ []byte) bool {
+			a.promptIdle = true
+			return true
+		})
+	}
+	a.feedTask(ctx)
+	if a.promptIdle && len(a.waiters) > 0 && a.promptCheck == nil {
+		a.promptCheck = &promptCheck{until: time.Now().Add(promptCheckMax)}
+		a.proc.Probe(a.promptCheck, true)
+	}
+}
+
+// promptProbed ends the waits on a prompt once bash reads the terminal
+// (see promptCheck).
+func (a *Actor) promptProbed(ctx actor.Context, p *ptyproc.Probe, c *promptCheck) {
+	if c != a.promptCheck {
+		return
+	}
+	if !a.promptIdle {
+		a.promptCheck = nil // typed into meanwhile: a later marker decides
+		return
+	}
+	reading := p.Err == nil && !p.InputPending && p.Wait.State == procfs.WaitingInput
+	if !reading && time.Now().Before(c.until) {
+		send := a.send
+		c.timer = time.AfterFunc(time.Millisecond, func() { send(&promptRetry{c}) })
+		return
+	}
+	a.promptCheck = nil
+	if len(a.waiters) > 0 {
+		a.resolveAll(ctx, Readiness{Reason: ReadyPrompt})
+	}
+}
+
+func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
+	verdict, w := a.wait.Probe(p)
+	switch verdict {
+	case waitproof.Waiting:
+		who := "the program"
+		if w.Comm != "" {
+			who = fmt.Sprintf("%s (pid %d)", w.Comm, w.PID)
+		}
+		a.resolveAll(ctx, Readiness{Reason: ReadyStdin, Detail: who + " is blocked reading the terminal"})
+	case waitproof.Unknown:
+		if silent := a.wait.SilentFor(); silent >= ms(a.opts.Config.IdleSilenceMs) {
+			a.resolveAll(ctx, Readiness{Reason: ReadyIdle, Detail: fmt.Sprintf("no output for %d ms and its wait cannot be seen in /proc", silent.Milliseconds())})
+		}
+	}
+	if p.Err != nil && a.wait.SilentFor() >= ms(a.opts.Config.IdleSilenceMs) && len(a.waiters) > 0 {
+		a.resolveAll(ctx, Readiness{Reason: ReadyIdle, Detail: fmt.Sprintf("no output for %d ms (%v)", a.wait.SilentFor().Milliseconds(), p.Err)})
+	}
+}

@@ -1,0 +1,183 @@
+package terminal
+
+import (
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/dsh-actors/dsh-actors/internal/procfs"
+	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
+)
+
+// heldSignal is a task_kill SIGINT held back until the terminal's program
+// has taken the text the task typed: no input pending, and the program
+// either back reading the terminal or no longer in the foreground. (A shell without job control keeps the
+// foreground while its command runs: there the bound decides.) A line editor keeps typed-ahead bytes of its
+// own that no signal clears, so a SIGINT that lands while it works through
+// them cuts the line and runs the rest ("s^C" then "leep 30": command not
+// found). A command the shell forked is signalled once it has executed
+// its program. Held at most heldSignalMax.
+type heldSignal struct {
+	taskID string
+	until  time.Time
+	timer  *time.Timer
+}
+
+// heldRetry asks again whether the typed text was taken.
+type heldRetry struct{ h *heldSignal }
+
+const heldSignalMax = 250 * time.Millisecond
+
+// holder holds the send reservation.
+type holder struct {
+	id         string // call id or task id
+	task       bool
+	since      time.Time
+	subscriber *actor.PID
+	sent       int64 // history offset up to which the task has its output
+}
+
+// busy describes who holds the reservation.
+func (a *Actor) busy() string {
+	h := a.holder
+	age := time.Since(h.since).Round(time.Millisecond)
+	if h.task {
+		return fmt.Sprintf("terminal %s is busy: background task %s has been running on it since %s (%v ago); collect it with task_output or stop it with task_kill",
+			a.opts.ID, h.id, h.since.Format("15:04:05.000"), age)
+	}
+	return fmt.Sprintf("terminal %s is busy: another terminal_send has been sending to it since %s (%v ago) and waits for the program; its keystrokes are not mixed with yours, so wait for it to return",
+		a.opts.ID, h.since.Format("15:04:05.000"), age)
+}
+
+// cancel withdraws a call (see Cancel).
+func (a *Actor) cancel(ctx actor.Context, callID string) {
+	opening := false
+	a.dropWaiters(func(w *waiter) bool {
+		if w.kind == waitTask || w.callID != callID {
+			return false
+		}
+		opening = opening || w.kind == waitOpen
+		return true
+	})
+	if h := a.holder; h != nil && !h.task && h.id == callID {
+		a.holder = nil
+	}
+	if opening {
+		// Nobody knows this terminal's id: it would be held for good.
+		a.teardown(ctx, "the terminal_open that started this terminal was cancelled")
+		ctx.Stop(ctx.Self())
+	}
+}
+
+func (a *Actor) foregroundSend(ctx actor.Context, m *Send) {
+	switch {
+	case a.exit != nil:
+		ctx.Respond(a.exitedResult(m.CallID, ToolSend))
+		return
+	case a.holder != nil:
+		ctx.Respond(a.errorResult(m.CallID, ToolSend, a.busy()))
+		return
+	}
+	a.holder = &holder{id: m.CallID, since: time.Now()}
+	a.type_(m.Input)
+	a.addWaiter(ctx, &waiter{kind: waitSend, callID: m.CallID, sender: ctx.Sender(), from: a.readPos}, m.Wait)
+}
+
+// type_ writes input; the shell's prompt, if it showed, is no longer idle.
+func (a *Actor) type_(input []byte) {
+	a.promptIdle = false
+	a.proc.Write(input)
+}
+
+func (a *Actor) reserve(ctx actor.Context, m *Reserve) {
+	switch {
+	case a.exit != nil:
+		ctx.Respond(&Busy{Reason: fmt.Sprintf("terminal %s has exited (%s)", a.opts.ID, a.exit)})
+		return
+	case a.holder != nil:
+		ctx.Respond(&Busy{Reason: a.busy()})
+		return
+	}
+	end := a.hist.end()
+	a.holder = &holder{id: m.TaskID, task: true, since: time.Now(), subscriber: m.Subscriber, sent: end}
+	a.type_(m.Input)
+	ctx.Respond(&Reserved{Offset: end})
+	a.addWaiter(ctx, &waiter{kind: waitTask, callID: m.TaskID, from: end}, 0)
+}
+
+// interrupt signals the foreground group for task_kill. SIGINT waits until
+// the task's text was taken (see heldSignal). SIGTERM and SIGKILL never go
+// to the terminal's own program at its input: the command is over, and it
+// is the task's end that has not been seen yet.
+func (a *Actor) interrupt(m *Interrupt) {
+	h := a.holder
+	if h == nil || h.id != m.TaskID || a.proc == nil || a.exit != nil {
+		return
+	}
+	if m.Sig == syscall.SIGINT {
+		a.dropHeld()
+		a.held = &heldSignal{taskID: m.TaskID, until: time.Now().Add(heldSignalMax)}
+		a.proc.Probe(a.held, true)
+		return
+	}
+	if fg, err := a.proc.ForegroundGroup(); err == nil && fg == a.proc.PID() {
+		if w, err := procfs.TTYWait(fg, a.proc.TTYName()); err == nil && w.State == procfs.WaitingInput && w.PID == fg {
+			return
+		}
+	}
+	_ = a.proc.Signal(m.Sig)
+}
+
+func (a *Actor) heldProbed(p *ptyproc.Probe, h *heldSignal) {
+	if h != a.held {
+		return
+	}
+	// Taken: a command has the terminal, or the program is back reading
+	// it. (Blocked elsewhere is not enough: a shell that forked the command
+	// but has not handed it the terminal yet would get the signal instead,
+	// and the command would run on unseen.)
+	leaderReads := p.Wait.State == procfs.WaitingInput && p.Wait.PID == a.proc.PID()
+	taken := p.Err == nil && !p.InputPending && (p.Pgrp != a.proc.PID() && !a.forkedShell(p.Pgrp) || leaderReads)
+	if !taken && time.Now().Before(h.until) {
+		send := a.send
+		h.timer = time.AfterFunc(time.Millisecond, func() { send(&heldRetry{h}) })
+		return
+	}
+	a.held = nil
+	if a.holder != nil && a.holder.id == h.taskID && a.exit == nil {
+		_ = a.proc.Signal(syscall.SIGINT)
+	}
+}
+
+// forkedShell reports whether the foreground group's leader is still a copy
+// of the terminal's shell that has not executed its command yet: a SIGINT
+// then would meet the shell's handler, and the command would run on.
+func (a *Actor) forkedShell(pgrp int) bool {
+	fg, err1 := procfs.Stat(pgrp)
+	sh, err2 := procfs.Stat(a.proc.PID())
+	return err1 == nil && err2 == nil && fg.Comm == sh.Comm && fg.PPID == sh.PID
+}
+
+func (a *Actor) dropHeld() {
+	if a.held != nil && a.held.timer != nil {
+		a.held.timer.Stop()
+	}
+	a.held = nil
+}
+
+// feedTask streams new history bytes to the background task.
+func (a *Actor) feedTask(ctx actor.Context) {
+	h := a.holder
+	if h == nil || !h.task {
+		return
+	}
+	end := a.hist.end()
+	if end <= h.sent {
+		return
+	}
+	raw, _ := a.hist.slice(h.sent, end)
+	h.sent = end
+	ctx.Send(h.subscriber, &TaskEvent{TaskID: h.id, Output: append([]byte(nil), raw...)})
+}

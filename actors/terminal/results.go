@@ -1,0 +1,96 @@
+package terminal
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
+	"github.com/dsh-actors/dsh-actors/messages"
+)
+
+func (a *Actor) read(ctx actor.Context, m *Read) {
+	if m.Args.Offset != nil {
+		a.respondPage(ctx, m)
+		return
+	}
+	w := &waiter{kind: waitRead, callID: m.CallID, sender: ctx.Sender(), from: a.readPos, args: m.Args}
+	wait := waitFor(m.Args.WaitMs, a.opts.Config)
+	if a.exit != nil || wait == 0 {
+		a.answer(ctx, w, a.currentState())
+		return
+	}
+	a.addWaiter(ctx, w, wait)
+}
+
+func (a *Actor) historyLine(from, to int64) string {
+	return fmt.Sprintf("[terminal %s: this result covers output bytes %d-%d of %d; history retained from byte %d]", a.opts.ID, from, to, a.hist.end(), a.hist.first())
+}
+
+// result builds a tool result with the structured fields a harness reads.
+func (a *Actor) result(callID, tool string, p page, r Readiness, isError bool) *messages.ToolResult {
+	data := map[string]any{
+		"terminal_id":  a.opts.ID,
+		"ready_reason": r.Reason,
+		"running":      a.exit == nil,
+	}
+	if r.Exit != nil || a.exit != nil {
+		st := r.Exit
+		if st == nil {
+			st = a.exit
+		}
+		data["exit_status"] = ExitData(*st)
+	}
+	if p.raw != nil || p.asked > 0 || p.from > 0 {
+		data["output_from"], data["output_to"] = p.from, p.from+int64(len(p.raw))
+	}
+	b, _ := json.Marshal(data)
+	// The cap is for text and data together.
+	return &messages.ToolResult{CallId: callID, Tool: tool, Text: p.render(a.opts.Config.MaxResultBytes - len(b)), IsError: isError, Data: b}
+}
+
+// ExitData is the structured form of an exit status in results' data:
+// {"code": N} or {"signal": "SIGKILL"}.
+func ExitData(st ptyproc.ExitStatus) map[string]any {
+	if st.Signal != 0 {
+		return map[string]any{"signal": ptyproc.SignalName(st.Signal)}
+	}
+	return map[string]any{"code": st.Code}
+}
+
+func (a *Actor) errorResult(callID, tool, text string) *messages.ToolResult {
+	b, _ := json.Marshal(map[string]any{"terminal_id": a.opts.ID, "running": a.exit == nil && a.proc != nil})
+	return &messages.ToolResult{CallId: callID, Tool: tool, Text: text, IsError: true, Data: b}
+}
+
+// exitedResult answers a call on a terminal whose program has exited: its
+// final unread output and status.
+func (a *Actor) exitedResult(callID, tool string) *messages.ToolResult {
+	end := a.hist.end()
+	raw, from := a.hist.slice(a.readPos, end)
+	p := page{raw: raw, from: from, asked: a.readPos,
+		head: []string{fmt.Sprintf("[terminal %s has exited (%s); nothing more can be sent to it. Close it with terminal_close]", a.opts.ID, a.exit)},
+		tail: []string{a.historyLine(from, end)}}
+	a.readPos = end
+	return a.result(callID, tool, p, Readiness{Reason: ReadyExited, Detail: a.exit.String(), Exit: a.exit}, true)
+}
+
+func (a *Actor) respondPage(ctx actor.Context, m *Read) {
+	from := *m.Args.Offset
+	to := a.hist.end()
+	past := from > to
+	if past {
+		from = to
+	}
+	if m.Args.Limit != nil && *m.Args.Limit < to-from { // no overflow: to-from is small
+		to = from + *m.Args.Limit
+	}
+	raw, start := a.hist.slice(from, to)
+	p := page{raw: raw, from: start, asked: from, keepHead: true,
+		tail: []string{a.historyLine(start, start+int64(len(raw)))}}
+	if past {
+		p.head = []string{fmt.Sprintf("[offset %d is past the end of the output (%d bytes so far)]", *m.Args.Offset, a.hist.end())}
+	}
+	ctx.Respond(a.result(m.CallID, ToolRead, p, a.currentState(), false))
+}
