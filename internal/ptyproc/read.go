@@ -1,0 +1,369 @@
+package ptyproc
+
+import (
+	"errors"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dsh-actors/dsh-actors/internal/procfs"
+)
+
+// Output is a chunk of program output. Data is only valid until Release.
+type Output struct {
+	Proc *Process
+	Data []byte
+	buf  *[]byte
+}
+
+// Release gives the chunk's buffer back and lets the reader read on. Calling
+// it more than once is harmless.
+func (o *Output) Release() {
+	if o.buf == nil {
+		return
+	}
+	buf := o.buf
+	o.buf, o.Data = nil, nil
+	chunkPool.Put(buf)
+	select {
+	case o.Proc.credits <- struct{}{}:
+	default:
+	}
+}
+
+// OutputClosed says the terminal's output has ended.
+type OutputClosed struct {
+	Proc *Process
+}
+
+// Flushed answers [Process.FlushThenWrite]: every chunk delivered before it
+// was read before the data was written.
+type Flushed struct {
+	Proc *Process
+	Tag  any
+}
+
+// Probe answers [Process.Probe]: what the terminal's foreground process
+// group and the session leader are doing, taken after every byte written
+// before that moment was delivered.
+type Probe struct {
+	Proc *Process
+	// Tag is the value given to Probe.
+	Tag any
+	// Pgrp is the terminal's foreground process group.
+	Pgrp int
+	// Leader is what the session leader (the started program) is doing. A
+	// leader that was still running when first looked at is given the CPU a
+	// few times to reach the call it blocks in.
+	Leader procfs.Syscall
+	// Wait says whether the foreground group is blocked reading the
+	// terminal; only filled in when the probe asked for it and no input is
+	// pending.
+	Wait procfs.Wait
+	// LeaderStopped: the session leader is stopped (SIGSTOP); only filled
+	// in when the probe asked for the wait.
+	LeaderStopped bool
+	// Drained is true when every byte the program wrote before the look was
+	// delivered before this message: a read after the look found nothing.
+	Drained bool
+	// InputPending is true when the terminal holds input that the program
+	// has not read yet (or Write still has bytes to send).
+	InputPending bool
+	// Err is set when the state could not be read.
+	Err error
+}
+
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, ChunkSize); return &b }}
+
+// request is work for the reader: something that must happen after
+// everything readable has been delivered.
+type request struct {
+	kind  requestKind
+	tag   any
+	data  []byte
+	modes bool // restore the terminal modes before writing data
+	wait  bool // a probe that also asks procfs.TTYWait
+}
+
+type requestKind int
+
+// send delivers m. The reader, the only goroutine that calls it, clears
+// delivering afterwards and only then looks at pending: a request seen by
+// submit as made during a delivery is seen by the reader (sequentially
+// consistent atomics, as in Dekker's algorithm).
+func (p *Process) send(m any) {
+	if !p.closing.Load() {
+		p.delivering.Store(true)
+		p.deliver(m)
+		p.delivering.Store(false)
+	}
+}
+
+// submit queues work for the reader and wakes it if it is parked.
+func (p *Process) submit(r request) {
+	p.reqMu.Lock()
+	p.requests = append(p.requests, r)
+	p.pending.Store(true)
+	p.reqMu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	if p.delivering.Load() {
+		return
+	}
+	// A deadline in the past wakes a parked read at once, and one set before
+	// the reader parks makes it return at once: no wake-up is lost.
+	_ = p.master.SetReadDeadline(time.Unix(1, 0))
+}
+
+// FlushThenWrite has the reader deliver everything the program has written
+// so far, then a *Flushed with tag, and then write data (nil: nothing) to
+// the program's input, restoring the terminal modes first when modes is
+// set. A caller that files output by whether it came before or after its
+// input (the shell: output of background jobs before a call, the call's own
+// after) gets that order from the message order alone.
+func (p *Process) FlushThenWrite(tag any, data []byte, modes bool) {
+	p.submit(request{kind: reqFlush, tag: tag, data: data, modes: modes})
+}
+
+// Probe has the reader deliver everything the program has written so far,
+// then look at what the foreground group and the session leader are doing,
+// and deliver the answer as a *Probe with tag, after every chunk written
+// before the look. With wait set, the look also asks whether the foreground
+// group is blocked reading the terminal (procfs.TTYWait), which costs more.
+func (p *Process) Probe(tag any, wait bool) {
+	p.submit(request{kind: reqProbe, tag: tag, wait: wait})
+}
+
+// readLoop is the one goroutine that reads the master. Every chunk, every
+// answer to a request and the exit are delivered from here, in the order
+// they happened.
+func (p *Process) readLoop() {
+	defer p.wg.Done()
+	for {
+		select {
+		case <-p.done:
+			return
+		default:
+		}
+		if p.pending.Load() {
+			if !p.serve() {
+				return
+			}
+		}
+		// Wait for a credit to read with; a request is served meanwhile.
+		select {
+		case <-p.credits:
+		case <-p.wake:
+			continue
+		case <-p.done:
+			return
+		}
+		bufp := chunkPool.Get().(*[]byte)
+		// rc.Read may return (a deadline, a close) without calling readFn.
+		p.rbuf, p.rn, p.rerr = *bufp, 0, nil
+		err := p.rc.Read(p.readFn)
+		n, readErr := p.rn, p.rerr
+		switch {
+		case n > 0:
+			p.send(&Output{Proc: p, Data: (*bufp)[:n], buf: bufp})
+			continue
+		case errors.Is(err, os.ErrDeadlineExceeded) || (err == nil && readErr == unix.EAGAIN):
+			// Woken for a request.
+			chunkPool.Put(bufp)
+			p.returnCredit()
+			_ = p.master.SetReadDeadline(time.Time{})
+			continue
+		}
+		chunkPool.Put(bufp)
+		// EIO once every holder of the slave has closed it; EOF or a closed
+		// file when Close ran.
+		p.send(&OutputClosed{Proc: p})
+		return
+	}
+}
+
+// tryRead is the reader's read attempt inside rc.Read: it parks on EAGAIN
+// unless there is work to do first.
+func (p *Process) tryRead(fd uintptr) bool {
+	p.rn, p.rerr = unix.Read(int(fd), p.rbuf)
+	if p.rerr == unix.EAGAIN {
+		return p.pending.Load()
+	}
+	return true
+}
+
+func (p *Process) takeCredit() bool {
+	select {
+	case <-p.credits:
+		return true
+	case <-p.done:
+		return false
+	}
+}
+
+func (p *Process) tryCredit() bool {
+	select {
+	case <-p.credits:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *Process) returnCredit() {
+	select {
+	case p.credits <- struct{}{}:
+	default:
+	}
+}
+
+// serve runs the queued requests. It reports false once the process is
+// closing.
+func (p *Process) serve() bool {
+	p.reqMu.Lock()
+	reqs := p.requests
+	p.requests = nil
+	p.pending.Store(false)
+	p.reqMu.Unlock()
+	for _, r := range reqs {
+		// A flush and the exit promise an order: what was written before
+		// them is delivered first, waiting for credits if need be. A probe
+		// needs no drain before it: the read after its look proves the
+		// order, and it never waits for a credit (a receiver that holds
+		// its output still gets an answer: not drained).
+		if r.kind != reqProbe && !p.drain() {
+			return false
+		}
+		switch r.kind {
+		case reqFlush:
+			p.send(&Flushed{Proc: p, Tag: r.tag})
+			if r.modes {
+				_, _ = p.RestoreModes()
+			}
+			p.Write(r.data)
+		case reqProbe:
+			pr, open := p.probe(r.tag, r.wait)
+			if !open {
+				return false
+			}
+			p.send(pr)
+		case reqExited:
+			p.send(&Exited{Proc: p, Status: p.exitStatus, InputPending: p.inputPending()})
+		}
+	}
+	return true
+}
+
+// drain delivers what the master holds now, a chunk per credit, at most
+// drainChunks of them. It reports false once the process is closing.
+func (p *Process) drain() bool {
+	for i := 0; i < drainChunks; i++ {
+		if !p.takeCredit() {
+			return false
+		}
+		if !p.readChunk() {
+			p.returnCredit()
+			return true
+		}
+	}
+	return true
+}
+
+// readChunk reads and delivers one chunk without waiting; the caller holds
+// a credit, which the chunk takes. It reports whether there was one.
+func (p *Process) readChunk() bool {
+	bufp := chunkPool.Get().(*[]byte)
+	var n int
+	_ = p.rc.Control(func(fd uintptr) {
+		n, _ = unix.Read(int(fd), *bufp)
+	})
+	if n <= 0 {
+		chunkPool.Put(bufp)
+		return false
+	}
+	p.send(&Output{Proc: p, Data: (*bufp)[:n], buf: bufp})
+	return true
+}
+
+// probe looks at the foreground group and the leader. A read after the
+// look that finds nothing proves that every byte
+// written before the look has been delivered (reading flushes the kernel's
+// pending buffer work first, n_tty_read). Output found by that read is
+// delivered and the look taken again, a few times.
+func (p *Process) probe(tag any, wait bool) (*Probe, bool) {
+	for again := 0; ; again++ {
+		pr := &Probe{Proc: p, Tag: tag}
+		p.look(pr, wait)
+		if !p.tryCredit() {
+			return pr, !p.closing.Load() // output still held by the receiver
+		}
+		if !p.readChunk() {
+			p.returnCredit()
+			// Inconclusive looks (input pending, an error) prove nothing
+			// about the output either.
+			pr.Drained = !pr.InputPending && pr.Err == nil
+			return pr, true
+		}
+		if again == 2 {
+			return pr, true // still writing: not drained
+		}
+	}
+}
+
+func (p *Process) look(pr *Probe, wait bool) {
+	pgrp, err := p.ForegroundGroup()
+	if err != nil {
+		pr.Err = err
+		return
+	}
+	pr.Pgrp = pgrp
+	// Input first, then the leader: a leader seen blocked in a read after no
+	// input was pending has read everything written before, and come back
+	// to its read since. The other order lets it take input between the two
+	// looks and seem to wait for more while it works on what it took.
+	pending := p.inputPending()
+	for yields := 0; ; yields++ {
+		pr.Leader, err = p.leader.Read()
+		if err != nil {
+			pr.Err = err
+			return
+		}
+		if !pr.Leader.Running || pgrp != p.pid || yields == maxYields {
+			break
+		}
+		// The leader has the terminal and is still running: it has most
+		// likely just written and is on its way to the call it will block
+		// in. Give it the CPU rather than answer "running".
+		_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+	}
+	if wait {
+		if st, err := procfs.Stat(p.pid); err == nil {
+			pr.LeaderStopped = st.State == 'T' || st.State == 't'
+		}
+	}
+	if pending {
+		pr.InputPending = true
+		return
+	}
+	if wait {
+		pr.Wait, pr.Err = procfs.TTYWait(pgrp, p.ttyName)
+	}
+}
+
+// inputPending reports whether input written to the terminal has not been
+// read yet: bytes still queued in Write, or readable on the slave.
+func (p *Process) inputPending() bool {
+	p.writeMu.Lock()
+	queued := len(p.writeQueue) > 0
+	p.writeMu.Unlock()
+	if queued {
+		return true
+	}
+	fds := []unix.PollFd{{Fd: int32(p.slaveFD), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0 && fds[0].Revents&unix.POLLIN != 0
+}
