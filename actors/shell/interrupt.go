@@ -1,0 +1,128 @@
+package shell
+
+import (
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
+)
+
+// beginInterrupt starts stopping the command left waiting for input. A probe
+// comes first: the command may have ended by itself since (a read with a
+// timeout), and then nothing is sent to bash. (A marker seen between calls
+// is no proof: anyone can print one.) Otherwise SIGINT follows.
+func (a *Actor) beginInterrupt(ctx actor.Context) {
+	w := a.waiting
+	ex := a.begin(stepInterrupt)
+	ex.flushed = true
+	ex.intr = &interrupt{who: w.who, step: -1}
+	a.proc.Probe(probeTag{ex.gen}, false)
+}
+
+// escalate moves the interrupt sequence on: SIGINT, then end-of-file (a
+// byte that readline-based programs take as such), then SIGTERM and SIGKILL
+// to the foreground job; only a job that survives all that, or bash itself
+// waiting, costs the shell.
+func (a *Actor) escalate(ctx actor.Context) {
+	c, in := a.cur, a.ex.intr
+	in.step++
+	in.stepAt = time.Now()
+	pgrp, _ := a.proc.ForegroundGroup()
+	job := pgrp > 1 && pgrp != a.proc.PID()
+	switch {
+	case in.step == 0:
+		if err := a.proc.Signal(syscall.SIGINT); err != nil {
+			c.notes = append(c.notes, fmt.Sprintf("[the previous command, %s, was still waiting for input and could not be interrupted (%v), so the shell was reset; this call runs in a fresh shell]", in.who, err))
+			a.reset(ResetBroken, err.Error(), c)
+			return
+		}
+		c.notes = append(c.notes, fmt.Sprintf("[the previous command, %s, was still waiting for input: sent it SIGINT]", in.who))
+	case in.step == 1:
+		c.notes = append(c.notes, "[it kept waiting after SIGINT: sent end-of-file (Ctrl-D)]")
+		a.proc.Write([]byte{4})
+	case in.step == 2 && job:
+		c.notes = append(c.notes, "[it kept waiting: sent SIGTERM to the foreground job]")
+		_ = a.proc.Signal(syscall.SIGTERM)
+	case in.step == 3 && job:
+		c.notes = append(c.notes, "[it kept waiting: sent SIGKILL to the foreground job]")
+		_ = a.proc.Signal(syscall.SIGKILL)
+	default:
+		c.notes = append(c.notes, "[it could not be stopped, so the shell was reset; this call runs in a fresh shell]")
+		a.reset(ResetStuck, in.who, c)
+		return
+	}
+	// A marker from here on is bash's answer to this step.
+	a.ex.ps1, a.ex.ps2, a.ex.query = nil, 0, nil
+	a.wait.Start(a.proc)
+	a.armStep(stepTimeout)
+}
+
+func (a *Actor) interruptDone(ctx actor.Context) {
+	ex, c := &a.ex, a.cur
+	w := a.waiting
+	a.waiting = nil
+	switch {
+	case ex.markers() > 1:
+		// Someone printed markers while it was being stopped: the command
+		// number is not known; the call goes on.
+		a.bash.seqKnown = false
+	case ex.intr.step < 0:
+		// Proven back at its prompt before anything was sent: the command
+		// ended by itself, with the status of the marker bash printed then.
+		if m := w.ended; m != nil && m.ps1Ours && !a.bash.ps1Stuck {
+			a.bash.seq, a.bash.seqKnown = m.seq, true
+			c.notes = append(c.notes, fmt.Sprintf("[the previous command, %s, which was waiting for input, ended by itself with status %d]", w.who, m.status))
+		} else {
+			a.bash.seqKnown = false
+			c.notes = append(c.notes, fmt.Sprintf("[the previous command, %s, which was waiting for input, ended by itself]", w.who))
+		}
+	case len(ex.ps1) == 1 && ex.ps1[0].ps1Ours && !a.bash.ps1Stuck:
+		m := ex.ps1[0]
+		a.bash.seq, a.bash.seqKnown = m.seq, true
+		c.notes = append(c.notes, fmt.Sprintf("[it stopped with status %d]", m.status))
+	default:
+		// Back at the prompt, but the prompt is not ours: ask.
+		a.bash.needQuery = true
+	}
+	a.next(ctx)
+}
+
+func (a *Actor) shellExited(ctx actor.Context, st ptyproc.ExitStatus, unread bool) {
+	how := "[shell exited]"
+	switch {
+	case st.Signal != 0:
+		how = fmt.Sprintf("[shell killed by signal: %s]", ptyproc.SignalName(st.Signal))
+	case st.Code >= 0:
+		how = fmt.Sprintf("[shell exited: code %d]", st.Code)
+	}
+	if changed, err := a.proc.RestoreModes(); changed && err == nil {
+		how = how[:len(how)-1] + "; a command had changed the terminal's modes (stty), which can make bash read end-of-file]"
+	}
+	c := a.cur
+	a.flushCarry()
+	switch {
+	case c != nil && c.begun && a.ex.step == stepText && unread && !c.ran && c.next == 1:
+		// The shell ended before it read this command (it was exiting
+		// already): run the command in a fresh shell instead of claiming it
+		// ran.
+		c.notes = append(c.notes, how[:len(how)-1]+" before it read this command; it runs in a fresh shell]")
+		c.begun, c.lines, c.next = false, nil, 0
+		c.out = newCollector(a.opts.Config.MaxOutputChars)
+		a.reset(ResetExited, st.String(), c)
+	case c != nil && c.begun:
+		r := Result{ShellExited: st.String(), ShellReset: true, FreshShell: c.fresh}
+		a.finish(ctx, c, a.render(c, &r, append(a.unrun(c), how, resetNotice)))
+		a.reset(ResetExited, st.String(), nil)
+	case c != nil:
+		// The shell ended before this call's text was typed: the call goes
+		// on in a fresh shell.
+		c.notes = append(c.notes, how[:len(how)-1]+"; this call runs in a fresh shell]")
+		a.reset(ResetExited, st.String(), c)
+	default:
+		a.kept.note = how[:len(how)-1] + " after the previous call; this call runs in a fresh shell]"
+		a.reset(ResetExited, st.String(), nil)
+	}
+}

@@ -1,0 +1,167 @@
+package shell
+
+import (
+	"fmt"
+	"syscall"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/dsh-actors/dsh-actors/internal/sigstate"
+)
+
+// query asks bash for $? and the prompt state, with a token of its own.
+// afterLine: the status is that of the line just typed.
+func (a *Actor) query(afterLine bool) {
+	c := a.cur
+	token := newToken()
+	mark := a.kept.idle.len()
+	if c.begun {
+		mark = c.out.len()
+	}
+	ex := a.write(stepQuery, a.proto.queryLine(token))
+	ex.token, ex.afterLine, ex.queryMark = token, afterLine, mark
+}
+
+// outputSoFar is where output goes now: the call's, or what came before it.
+func (a *Actor) outputSoFar() *collector {
+	if c := a.cur; c != nil && c.begun {
+		return &c.out
+	}
+	return &a.kept.idle
+}
+
+func (a *Actor) queryDone(ctx actor.Context) {
+	ex, c := &a.ex, a.cur
+	out := a.outputSoFar()
+	// What bash printed after its report is its prompt cycle (PROMPT_COMMAND,
+	// the query line's own prompt): not the command's.
+	var cycle []byte
+	if len(ex.query) == 1 {
+		cycle = out.cutFrom(ex.reportAt)
+	}
+	// What bash echoes of the query (xtrace, set -v) carries the token.
+	out.dropLinesWith(ex.queryMark, ex.token)
+	if len(ex.query) != 1 {
+		if len(ex.query) > 1 && ex.afterLine {
+			a.conflict(ctx)
+			return
+		}
+		why := "bash no longer reports the end of a command: a command changed its prompt (PS1, PS2, promptvars or standard error), " +
+			"and the runtime's status query failed too (it needs the builtins `builtin`, `local`, `printf`, `shopt`, `history`, " +
+			"`declare` and `return` enabled, no function named `builtin`, a free file descriptor, and typed text reaching bash as it is: no bind of its keys)"
+		switch thief := a.textStolen(); {
+		case thief != "":
+			why = "the runtime could not ask bash for the command's status: " + thief + " took the typed question"
+		case c.incomplete:
+			why = "the command was incomplete, and SIGINT did not make bash drop it (a trap on INT keeps bash reading the rest), " +
+				"so the runtime's status query went into the unfinished command"
+		}
+		if ex.afterLine {
+			r := Result{FreshShell: c.fresh, ShellReset: true, StatusUnknown: true}
+			a.finish(ctx, c, a.render(c, &r, append(a.unrun(c), "["+why+"; the shell was reset]", resetNotice)))
+			a.reset(ResetBroken, why, nil)
+			return
+		}
+		c.notes = append(c.notes, "["+why+"; the shell was reset and this call runs in a fresh shell]")
+		a.reset(ResetBroken, why, c)
+		return
+	}
+	q := ex.query[0]
+	elsewhere := a.stderrElsewhere()
+	b := &a.bash
+	// The query's line was number q.seq: the line before it ran if that is
+	// one more than bash's number at the prompt it was typed at.
+	ran := !b.seqKnown || q.seq != b.seq
+	b.seq, b.seqKnown = q.seq+1, true
+	b.ps1Stuck = q.ps1ReadOnly || elsewhere
+	b.ps2Foreign = q.ps2ReadOnly
+	// The query line's own prompt (PS1 is ours again unless it is stuck)
+	// tells whether PROMPT_COMMAND changed PS2 again.
+	for _, m := range ex.ps1 {
+		if m.seq == b.seq && m.ps1Ours && !a.proto.ps2Ours(m) {
+			b.ps2Foreign = true
+		}
+	}
+	junk := ""
+	if !elsewhere {
+		junk = a.proto.promptJunk(q.prompt)
+	}
+	// The cycle after the query repeats the one after the command (the
+	// same PROMPT_COMMAND output, the same prompt, or less of it): nothing
+	// is lost. Otherwise (a prompt that changes every time, a job printing
+	// just then) the notice counts what was left out.
+	if len(cycle) > 0 && !out.endsWith(string(cycle)) && !out.endsWith(string(cycle)+junk) {
+		out.cycleBytes += int64(len(cycle))
+	}
+	if !ex.afterLine {
+		a.next(ctx)
+		return
+	}
+	// The prompt that bash printed after the line is not the command's
+	// output.
+	out.trimSuffix(junk)
+	if c.incomplete {
+		// Asked after SIGINT cancelled incomplete text.
+		a.finish(ctx, c, a.statusResult(c, q.status))
+		return
+	}
+	if (b.ps2Foreign || b.ps1Stuck) && !c.eval && c.next < len(c.lines) {
+		c.lines = append(c.lines[:c.next:c.next], joinLines(c.lines[c.next:]))
+		c.eval = true
+	}
+	a.lineAnswered(ctx, ran, q.status)
+}
+
+// cancelIncomplete: bash waits for the rest of the text (an unterminated
+// quote, heredoc or compound command). SIGINT makes it drop what it read,
+// as Ctrl-C does at a prompt.
+func (a *Actor) cancelIncomplete(ctx actor.Context) {
+	c := a.cur
+	ex := a.begin(stepCancel)
+	ex.flushed = true
+	ex.cancelMark = c.out.len()
+	c.incomplete = true
+	if err := a.proc.Signal(syscall.SIGINT); err != nil {
+		a.broken(ctx, fmt.Sprintf("could not interrupt bash (%v)", err))
+		return
+	}
+	a.wait.Start(a.proc)
+	a.armStep(stepTimeout)
+}
+
+func (a *Actor) cancelDone(ctx actor.Context) {
+	ex, c := &a.ex, a.cur
+	// bash ends the cancelled line with a newline ("^C" and a newline with
+	// readline): the runtime's doing, not output.
+	for _, echo := range []string{"\n", "^C\n"} {
+		if c.out.len() == ex.cancelMark+len(echo) && c.out.trimSuffix(echo) {
+			break
+		}
+	}
+	if ex.markers() > 1 {
+		a.conflict(ctx)
+		return
+	}
+	if len(ex.ps1) != 1 || !ex.ps1[0].ps1Ours || a.opts.Config.VerifyStatus {
+		if ignored, _ := sigstate.Ignores(a.proc.PID(), syscall.SIGINT); ignored && len(ex.ps1) == 0 {
+			a.broken(ctx, "the command was incomplete and bash, which ignores SIGINT (trap '' INT), still waits for the rest of it")
+			return
+		}
+		// Back at the prompt without a marker of ours (PS1 changed by
+		// PROMPT_COMMAND, say): ask.
+		a.query(true)
+		return
+	}
+	m := ex.ps1[0]
+	a.bash.seq, a.bash.seqKnown = m.seq, true
+	a.finish(ctx, c, a.statusResult(c, m.status))
+}
+
+// broken resets a shell that cannot be talked to, answering the call.
+func (a *Actor) broken(ctx actor.Context, why string) {
+	c := a.cur
+	a.flushCarry()
+	r := Result{FreshShell: c.fresh, ShellReset: true, IsError: true}
+	a.finish(ctx, c, a.render(c, &r, append(a.unrun(c), "["+why+"; the shell was reset]", resetNotice)))
+	a.reset(ResetBroken, why, nil)
+}

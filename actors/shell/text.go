@@ -1,0 +1,210 @@
+package shell
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/dsh-actors/dsh-actors/internal/procfs"
+)
+
+// typeNext types the call's next line, or ends the call when none is left.
+// At bash's prompt, a line that runs nothing (blank, a comment) is not typed;
+// inside a quote or heredoc every line is text.
+func (a *Actor) typeNext(ctx actor.Context) {
+	c := a.cur
+	if c.lines == nil {
+		if a.bash.ps2Foreign || a.bash.ps1Stuck {
+			c.eval, c.lines = true, []string{normalizeNewlines(c.args.Command)}
+		} else {
+			c.lines = splitText(c.args.Command)
+		}
+	}
+	for !c.continuing && len(c.lines) > 1 && c.next < len(c.lines) && blankLine(c.lines[c.next]) {
+		c.next++
+	}
+	if c.next >= len(c.lines) {
+		a.textDone(ctx)
+		return
+	}
+	line := c.lines[c.next]
+	c.next++
+	if c.eval {
+		a.write(stepText, evalLine(line))
+		return
+	}
+	a.write(stepText, frameLine(line, a.bash.readline))
+}
+
+// lineDone: bash answered the line just typed.
+func (a *Actor) lineDone(ctx actor.Context) {
+	ex, c := &a.ex, a.cur
+	switch {
+	case ex.markers() > 1, c.eval && ex.ps2 > 0:
+		// An eval line is complete: bash never asks for more of it.
+		a.conflict(ctx)
+		return
+	case a.bash.ps1Stuck:
+		// bash prints no marker of ours: any marker is someone else's.
+		a.query(true)
+		return
+	case ex.markers() == 0:
+		// Back at the prompt, no marker of ours: the line changed PS1,
+		// promptvars or stderr. Ask.
+		a.query(true)
+		return
+	case ex.ps2 == 1:
+		c.continuing = true
+		if c.next >= len(c.lines) {
+			a.cancelIncomplete(ctx)
+			return
+		}
+		a.typeNext(ctx)
+		return
+	}
+	m := ex.ps1[0]
+	if !m.ps1Ours || a.opts.Config.VerifyStatus {
+		// PS1 has text of someone else's around the marker (an activation
+		// script): bash printed it after the line. Ask, to know it. Or
+		// the configuration trusts no marker a command could have printed.
+		a.query(true)
+		return
+	}
+	ran := !a.bash.seqKnown || m.seq != a.bash.seq
+	a.bash.seq, a.bash.seqKnown = m.seq, true
+	a.notePS2(c, m)
+	a.lineAnswered(ctx, ran, m.status)
+}
+
+// lineAnswered: bash read the line just typed and ran it, or ran nothing;
+// status is $? afterwards.
+func (a *Actor) lineAnswered(ctx actor.Context, ran bool, status int) {
+	c := a.cur
+	c.continuing = false
+	if ran {
+		c.ran, c.status = true, status
+		a.typeNext(ctx)
+		return
+	}
+	if len(c.lines) == 1 && blankLine(c.lines[0]) {
+		a.textDone(ctx) // blank text: nothing ran, as asked
+		return
+	}
+	if thief := a.textStolen(); thief != "" {
+		// The line never reached bash; $? is still an earlier command's.
+		r := Result{FreshShell: c.fresh, NotRun: !c.ran, StatusUnknown: true}
+		note := fmt.Sprintf("[bash did not get this command: %s took the typed text, so it did not run. "+
+			"Stop that program (kill %%1 or its pid) before running more commands]", thief)
+		if c.ran {
+			note = fmt.Sprintf("[bash did not get line %d of the command: %s took it, so it did not run]", c.next, thief)
+		}
+		a.finish(ctx, c, a.render(c, &r, append([]string{note}, a.unrun(c)...)))
+		return
+	}
+	// bash read the line and ran nothing: a syntax error (status 2), a
+	// failed history expansion, or (with no message) an alias that expands
+	// to nothing. From outside they look the same, and only the first two
+	// print why; the text stops here, as a script would at a syntax error.
+	r := Result{FreshShell: c.fresh, NotRun: !c.ran}
+	var trailer []string
+	if status != 0 {
+		st := status
+		r.ExitCode = &st
+	}
+	if len(c.lines) > 1 && !c.eval {
+		trailer = append(trailer, fmt.Sprintf("[bash ran nothing for line %d of the command: %s]", c.next, ranNothing))
+	} else if status == 0 {
+		trailer = append(trailer, "[bash ran nothing for this command: "+ranNothing+"]")
+	}
+	trailer = append(trailer, a.unrun(c)...)
+	if status != 0 {
+		trailer = append(trailer, fmt.Sprintf("[exit code: %d]", status))
+	}
+	a.finish(ctx, c, a.render(c, &r, trailer))
+}
+
+const ranNothing = "a syntax error or a failed history expansion (its message is above), or an alias that expands to nothing"
+
+// notePS2 remembers from a PS1 marker whether PS2 is still ours: when a
+// command (or PROMPT_COMMAND, at every prompt) changed it, continuation
+// prompts would be someone else's, so the rest of the text goes as one eval
+// line, and a query tries to make PS2 ours again before the next call.
+func (a *Actor) notePS2(c *call, m marker) {
+	ours := a.proto.ps2Ours(m)
+	a.bash.ps2Foreign = !ours
+	if ours {
+		return
+	}
+	a.bash.needQuery = true
+	if !c.eval && c.next < len(c.lines) {
+		rest := c.lines[c.next:]
+		c.lines = append(c.lines[:c.next:c.next], joinLines(rest))
+		c.eval = true
+	}
+}
+
+// textDone: every line of the text is typed and answered.
+func (a *Actor) textDone(ctx actor.Context) {
+	c := a.cur
+	r := Result{FreshShell: c.fresh}
+	var trailer []string
+	if c.ran {
+		st := c.status
+		r.ExitCode = &st
+		if st != 0 {
+			trailer = append(trailer, fmt.Sprintf("[exit code: %d]", st))
+		}
+	} else {
+		zero := 0 // blank text, or lines that all ran nothing
+		r.ExitCode = &zero
+	}
+	a.finish(ctx, c, a.render(c, &r, trailer))
+}
+
+// conflict: more markers came than bash prints. Some came from the command
+// or a background job; which one is bash's cannot be proven.
+func (a *Actor) conflict(ctx actor.Context) {
+	c := a.cur
+	a.bash.seqKnown = false
+	r := Result{FreshShell: c.fresh, StatusUnknown: true}
+	trailer := append(a.unrun(c), "[the exit status is unknown: more completion markers came than bash prints, "+
+		"so the command or a background job printed one of the shell's markers]")
+	a.finish(ctx, c, a.render(c, &r, trailer))
+}
+
+// waitingForInput ends the call early: a program is proven blocked reading
+// the terminal.
+func (a *Actor) waitingForInput(ctx actor.Context, w procfs.Wait) {
+	c := a.cur
+	a.flushCarry()
+	who := describeWaiter(w)
+	a.waiting = &waitingCommand{who: who}
+	r := Result{WaitingForInput: true, FreshShell: c.fresh}
+	note := fmt.Sprintf("[waiting for input: %s is blocked reading the terminal, so this call returned early with the output so far. "+
+		"Interactive programs belong in a terminal (terminal_open). The next bash call will first interrupt it with SIGINT.]", who)
+	trailer := append(a.unrun(c), note)
+	if c.eval && strings.Contains(c.args.Command, "\n") {
+		// One eval line: what follows the waiting program is part of it.
+		trailer = append(trailer, "[the text went to bash as one eval line (its prompts are not the runtime's), so what follows the waiting program in it runs only if that program ends by itself]")
+	}
+	a.finish(ctx, c, a.render(c, &r, trailer))
+}
+
+func describeWaiter(w procfs.Wait) string {
+	if w.Comm == "" {
+		return "the command"
+	}
+	return fmt.Sprintf("`%s` (pid %d)", w.Comm, w.PID)
+}
+
+// unrun says which lines of the text were not typed.
+func (a *Actor) unrun(c *call) []string {
+	if c.eval || c.next >= len(c.lines) {
+		return nil
+	}
+	if c.next == len(c.lines)-1 {
+		return []string{fmt.Sprintf("[line %d of the command was not run]", c.next+1)}
+	}
+	return []string{fmt.Sprintf("[lines %d to %d of the command were not run]", c.next+1, len(c.lines))}
+}
