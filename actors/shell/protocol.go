@@ -1,9 +1,7 @@
 package shell
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -75,11 +73,7 @@ type protocol struct {
 }
 
 func newProtocol(tty string) protocol {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("shell: no randomness for the marker nonce: %v", err))
-	}
-	nonce := strings.ToUpper(hex.EncodeToString(b[:]))
+	nonce := inband.NewNonce()
 	p := protocol{
 		nonce: nonce,
 		lead:  []byte(markerLead + nonce + ":"),
@@ -200,13 +194,7 @@ func (p protocol) queryLine(token string) []byte {
 }
 
 // newToken is a query's token: 16 upper-case hexadecimal digits.
-func newToken() string {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("shell: no randomness for a query token: %v", err))
-	}
-	return strings.ToUpper(hex.EncodeToString(b[:]))
-}
+func newToken() string { return inband.NewNonce() }
 
 // inputrc is the readline configuration an agent shell gets (unless the
 // host user's is allowed): every byte typed is taken as it is, 8-bit

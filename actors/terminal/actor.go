@@ -1,8 +1,6 @@
 package terminal
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -191,20 +189,22 @@ func (a *Actor) start() {
 	// Later settings override earlier ones; built in one pass (a map), since
 	// a model may pass thousands of variables.
 	set := map[string]string{"TERM": "dumb"}
+	drop := map[string]bool{}
 	if !a.opts.Config.HostHistory {
 		set["HISTFILE"] = "" // no bash here loads or writes the host user's history
 	}
 	if !a.opts.Config.HostStartupFiles {
 		set["INPUTRC"] = "/dev/null"
+		// A bash started for a command reads $BASH_ENV (sh, $ENV): the
+		// host user's start-up files stay out, as ~/.bashrc does.
+		drop["BASH_ENV"], drop["ENV"] = true, true
 	}
 	var path string
 	var argv []string
 	if strings.TrimSpace(args.Command) == "" {
 		// An interactive bash whose prompt we can see: an invisible marker
 		// before each prompt, exported so that a nested bash shows it too.
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		nonce := hex.EncodeToString(b[:])
+		nonce := inband.NewNonce()
 		lead := []byte(termMarkerLead + nonce + ":")
 		a.stream = &inband.Stream{Scanner: inband.Scanner{Lead: lead, MaxLen: len(lead) + 12, Valid: validStatus}}
 		set["PROMPT_COMMAND"] = `printf '\036DST` + nonce + `:%s\036' $?`
@@ -223,7 +223,7 @@ func (a *Actor) start() {
 	}
 	env := make([]string, 0, len(base)+len(set))
 	for _, kv := range base {
-		if k, _, _ := strings.Cut(kv, "="); !hasKey(set, k) {
+		if k, _, _ := strings.Cut(kv, "="); !hasKey(set, k) && !drop[k] {
 			env = append(env, kv)
 		}
 	}

@@ -2,10 +2,14 @@ package terminal_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/dsh-actors/dsh-actors/config"
+	"github.com/dsh-actors/dsh-actors/host"
+	"github.com/dsh-actors/dsh-actors/internal/hosttest"
 )
 
 // Output a task collected is the task's: the next read of the terminal does
@@ -100,5 +104,20 @@ func TestSendRightAfterOpenEchoesOnce(t *testing.T) {
 			t.Fatalf("open %d: the line shows %d times: %q", i, n, r.text)
 		}
 		f.call("terminal_close", fmt.Sprintf(`{"terminal_id":%q}`, id))
+	}
+}
+
+// A terminal's bash started for a command does not read the host's
+// $BASH_ENV (the host user's start-up file), as the default bash does not
+// read ~/.bashrc.
+func TestTerminalIgnoresTheHostsBashEnv(t *testing.T) {
+	rc := filepath.Join(t.TempDir(), "rc")
+	if err := os.WriteFile(rc, []byte("echo FROM-BASH-ENV\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, h: hosttest.Start(t, nil, host.Options{Env: append(os.Environ(), "BASH_ENV="+rc)})}
+	_, r := f.open(`{"command":"echo ran; read x"}`)
+	if strings.Contains(r.text, "FROM-BASH-ENV") || !strings.Contains(r.text, "ran") {
+		t.Fatalf("%q", r.text)
 	}
 }

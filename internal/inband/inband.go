@@ -1,6 +1,12 @@
 package inband
 
-import "bytes"
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+)
 
 // RS is the byte that opens and closes a marker.
 const RS = 0x1e
@@ -129,3 +135,15 @@ func (s *Stream) Carry() []byte {
 
 // Reset forgets bytes kept from earlier chunks.
 func (s *Stream) Reset() { s.carry = nil }
+
+// NewNonce returns 16 random upper-case hexadecimal digits: a marker's
+// nonce, or a query's token. Upper case survives a terminal that upper-cases
+// output (stty olcuc). crypto/rand does not fail on Linux; if it ever did,
+// no marker could be trusted, so it panics.
+func NewNonce() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("inband: no randomness for a nonce: %v", err))
+	}
+	return strings.ToUpper(hex.EncodeToString(b[:]))
+}
