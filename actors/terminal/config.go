@@ -35,8 +35,10 @@ type Config struct {
 	// history: off by default, HISTFILE is empty in their environment, so a
 	// bash in a terminal neither loads nor writes ~/.bash_history.
 	HostHistory bool `yaml:"hostHistory"`
-	// HostStartupFiles lets the default terminal bash read the host user's
-	// ~/.bashrc and ~/.inputrc: off by default (--norc, INPUTRC=/dev/null).
+	// HostStartupFiles lets terminals' bash read the host user's start-up
+	// files: ~/.bashrc and ~/.inputrc for the default bash, $BASH_ENV and
+	// $ENV for a command. Off by default (--norc, INPUTRC=/dev/null, and
+	// BASH_ENV and ENV left out of the environment).
 	HostStartupFiles bool `yaml:"hostStartupFiles"`
 }
 
