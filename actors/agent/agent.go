@@ -216,6 +216,14 @@ func (a *Actor) Receive(ctx actor.Context) {
 			if f.tool != shell.ToolName {
 				m = fitResult(m, a.opts.Config.Terminal.MaxResultBytes)
 			}
+			if f.tool == terminal.ToolClose && !m.IsError {
+				// Closed: the id is gone now, not when the actor's stop
+				// is reported (a send in between would reach nobody).
+				if id, ok := a.terminalIDs[f.child.Id]; ok {
+					delete(a.terminalIDs, f.child.Id)
+					delete(a.terminals, id)
+				}
+			}
 			ctx.Send(f.caller, m)
 		}
 	case *actor.DeadLetterResponse:

@@ -23,7 +23,7 @@ type promptCheck struct {
 // promptRetry looks again.
 type promptRetry struct{ c *promptCheck }
 
-const promptCheckMax = 50 * time.Millisecond
+const promptCheckMax = time.Second
 
 // waiter is a call (or a task) waiting for the program to be ready.
 type waiter struct {
