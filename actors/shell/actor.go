@@ -247,6 +247,12 @@ type tick struct {
 	n    uint64
 }
 
+// exitSettled: bash exited exitSettle ago.
+type exitSettled struct{ exited *ptyproc.Exited }
+
+// exitSettle is how long output may trail a shell's exit.
+const exitSettle = 3 * time.Millisecond
+
 // probeTag marks the actor's own probes (not the tracker's).
 type probeTag struct{ gen uint64 }
 
@@ -291,7 +297,15 @@ func (a *Actor) Receive(ctx actor.Context) {
 		// bash still holds the terminal until it exits; Exited follows.
 	case *ptyproc.Exited:
 		if m.Proc == a.proc {
-			a.shellExited(ctx, m.Status, m.InputPending)
+			// What the session's last processes wrote may still be on its
+			// way through the terminal (the kernel moves it on from a work
+			// queue): let it arrive before the shell is thrown away.
+			send := a.send
+			time.AfterFunc(exitSettle, func() { send(&exitSettled{m}) })
+		}
+	case *exitSettled:
+		if m.exited.Proc == a.proc {
+			a.shellExited(ctx, m.exited.Status, m.exited.InputPending)
 		}
 	case *ptyproc.Probe:
 		if m.Proc == a.proc {

@@ -57,8 +57,9 @@ type Actor struct {
 	hist     *history
 	readPos  int64          // the model's read cursor
 	stream   *inband.Stream // prompt markers of the default shell; nil otherwise
-	// promptIdle: our shell's prompt marker came and no input since.
-	promptIdle bool
+	// promptIdle: our shell's prompt marker came and no input since;
+	// promptSeen: and bash was then seen reading (see promptCheck).
+	promptIdle, promptSeen bool
 	exit       *ptyproc.ExitStatus
 	lastReady  ReadyReason
 	wait       *waitproof.Tracker

@@ -62,7 +62,12 @@ func (a *Actor) addWaiter(ctx actor.Context, w *waiter, wait time.Duration) {
 		a.answer(ctx, w, a.currentState())
 		return
 	}
-	if a.promptIdle && w.kind != waitTask && w.kind != waitSend {
+	if a.promptIdle && !a.promptSeen && a.promptCheck == nil && w.kind != waitTask && a.proc != nil {
+		// The marker came before this wait: confirm it now.
+		a.promptCheck = &promptCheck{until: time.Now().Add(promptCheckMax)}
+		a.proc.Probe(a.promptCheck, true)
+	}
+	if a.promptIdle && a.promptSeen && w.kind != waitTask && w.kind != waitSend {
 		a.answer(ctx, w, Readiness{Reason: ReadyPrompt})
 		return
 	}
@@ -177,7 +182,7 @@ func (a *Actor) output(ctx actor.Context, data []byte) {
 		a.hist.write(data)
 	} else {
 		a.stream.Feed(data, a.hist.write, func(_, _ []byte) bool {
-			a.promptIdle = true
+			a.promptIdle, a.promptSeen = true, false
 			return true
 		})
 	}
@@ -205,6 +210,7 @@ func (a *Actor) promptProbed(ctx actor.Context, p *ptyproc.Probe, c *promptCheck
 		return
 	}
 	a.promptCheck = nil
+	a.promptSeen = true
 	if len(a.waiters) > 0 {
 		a.resolveAll(ctx, Readiness{Reason: ReadyPrompt})
 	}
