@@ -60,12 +60,12 @@ type Actor struct {
 	// promptIdle: our shell's prompt marker came and no input since;
 	// promptSeen: and bash was then seen reading (see promptCheck).
 	promptIdle, promptSeen bool
-	exit       *ptyproc.ExitStatus
-	lastReady  ReadyReason
-	wait       *waitproof.Tracker
-	waiters    []*waiter
-	holder     *holder
-	closing    *closing
+	exit                   *ptyproc.ExitStatus
+	lastReady              ReadyReason
+	wait                   *waitproof.Tracker
+	waiters                []*waiter
+	holder                 *holder
+	closing                *closing
 	// held is a task_kill SIGINT waiting for the program to take the text
 	// the task typed.
 	held *heldSignal
