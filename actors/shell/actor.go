@@ -113,6 +113,8 @@ type Actor struct {
 	stepN     uint64 // numbers step timers; only the newest counts
 	// reprobeTimer takes a marker's probe again (see reprobe).
 	reprobeTimer *time.Timer
+	// exiting is the Exited of a shell whose last output is settling.
+	exiting *ptyproc.Exited
 }
 
 // bashState is what the actor knows of its bash.
@@ -301,11 +303,14 @@ func (a *Actor) Receive(ctx actor.Context) {
 			// way through the terminal (the kernel moves it on from a work
 			// queue): let it arrive before the shell is thrown away.
 			send := a.send
+			a.exiting = m
 			time.AfterFunc(exitSettle, func() { send(&exitSettled{m}) })
 		}
 	case *exitSettled:
-		if m.exited.Proc == a.proc {
+		if m.exited.Proc == a.proc && a.exiting == m.exited {
+			a.exiting = nil
 			a.shellExited(ctx, m.exited.Status, m.exited.InputPending)
+			a.pump(ctx)
 		}
 	case *ptyproc.Probe:
 		if m.Proc == a.proc {
@@ -322,8 +327,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 
 // pump starts the next queued call when none is running.
 func (a *Actor) pump(ctx actor.Context) {
-	if a.cur != nil || len(a.kept.queue) == 0 {
-		return
+	if a.cur != nil || len(a.kept.queue) == 0 || a.exiting != nil {
+		return // (a dead shell's last output settling: the call waits for a fresh one)
 	}
 	c := a.kept.queue[0]
 	a.kept.queue = a.kept.queue[1:]
@@ -468,6 +473,7 @@ func (a *Actor) reset(reason ResetReason, detail string, requeue *call) {
 // teardown stops every timer and hands the shell to the reaper, which kills
 // its whole session in the background.
 func (a *Actor) teardown() {
+	a.exiting = nil
 	if a.wait != nil {
 		a.wait.Stop()
 	}

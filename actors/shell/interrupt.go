@@ -110,6 +110,9 @@ func (a *Actor) shellExited(ctx actor.Context, st ptyproc.ExitStatus, unread boo
 		// ran.
 		c.notes = append(c.notes, how[:len(how)-1]+" before it read this command; it runs in a fresh shell]")
 		c.begun, c.lines, c.next = false, nil, 0
+		// What came after the text was typed is the dead shell's last
+		// output, not this command's: it goes with the output before it.
+		c.before.add(c.out)
 		c.out = newCollector(a.opts.Config.MaxOutputChars)
 		a.reset(ResetExited, st.String(), c)
 	case c != nil && c.begun:
