@@ -309,7 +309,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *exitSettled:
 		if m.exited.Proc == a.proc && a.exiting == m.exited {
 			a.exiting = nil
-			a.shellExited(ctx, m.exited.Status, m.exited.InputPending)
+			// Asked again now: a line typed after bash had died (before its
+			// exit was seen) is still unread.
+			a.shellExited(ctx, m.exited.Status, m.exited.InputPending || a.proc.InputPending())
 			a.pump(ctx)
 		}
 	case *ptyproc.Probe:

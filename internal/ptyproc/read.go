@@ -354,6 +354,10 @@ func (p *Process) look(pr *Probe, wait bool) {
 	}
 }
 
+// InputPending reports whether input written to the terminal has not been
+// read yet (see inputPending).
+func (p *Process) InputPending() bool { return p.inputPending() }
+
 // inputPending reports whether input written to the terminal has not been
 // read yet: bytes still queued in Write, or readable on the slave.
 func (p *Process) inputPending() bool {
