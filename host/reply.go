@@ -42,13 +42,28 @@ func (r *replyBox) SendUserMessage(_ *actor.PID, message any) {
 	}
 }
 
-func (r *replyBox) SendSystemMessage(*actor.PID, any) {}
+// SendSystemMessage takes the target's Terminated (the box watches it): a
+// target that stops without answering (protoactor drops the messages left
+// in a stopped actor's mailbox) ends the wait as a dead letter, not never.
+func (r *replyBox) SendSystemMessage(_ *actor.PID, message any) {
+	if _, ok := message.(*actor.Terminated); ok {
+		select {
+		case r.ch <- &actor.DeadLetterResponse{}:
+		default:
+		}
+	}
+}
 func (r *replyBox) Stop(*actor.PID)                   {}
 
 // request sends msg to target with the box as sender and waits for the
 // reply or the context. The box is unregistered on return.
 func (r *replyBox) request(ctx context.Context, target *actor.PID, msg any) (any, error) {
 	defer r.system.ProcessRegistry.Remove(r.pid)
+	// Watched before the request goes, so that its Terminated comes after
+	// any answer it sends.
+	proc, _ := r.system.ProcessRegistry.Get(target)
+	proc.SendSystemMessage(target, &actor.Watch{Watcher: r.pid})
+	defer proc.SendSystemMessage(target, &actor.Unwatch{Watcher: r.pid})
 	r.system.Root.RequestWithCustomSender(target, msg, r.pid)
 	select {
 	case m := <-r.ch:
