@@ -53,6 +53,7 @@ func (r *replyBox) SendSystemMessage(_ *actor.PID, message any) {
 		}
 	}
 }
+
 func (r *replyBox) Stop(*actor.PID) {}
 
 // request sends msg to target with the box as sender and waits for the
