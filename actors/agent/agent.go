@@ -183,7 +183,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		}
 		for id, f := range a.inflight {
 			delete(a.inflight, id)
-			ctx.Send(f.caller, &messages.ToolResult{CallId: id, Tool: f.tool, IsError: true, Text: f.tool + ": " + why})
+			ctx.Send(f.caller, messages.ErrorResult(id, f.tool, f.tool+": "+why))
 		}
 		for _, l := range a.lists {
 			a.answerList(ctx, l) // with what came
@@ -279,7 +279,7 @@ func (a *Actor) dispatch(ctx actor.Context, call *messages.ToolCall) {
 // errorResult answers a call the agent refuses itself (bad arguments, an
 // unknown tool or terminal). An error repeats little of what it was given.
 func errorResult(call *messages.ToolCall, text string) *messages.ToolResult {
-	return &messages.ToolResult{CallId: call.CallId, Tool: call.Tool, Text: safetext.Clip(text, maxErrorText), IsError: true}
+	return messages.ErrorResult(call.CallId, call.Tool, safetext.Clip(text, maxErrorText))
 }
 
 // maxErrorText bounds the text of an error the agent gives.
@@ -314,8 +314,8 @@ func (a *Actor) failCalls(ctx actor.Context, child *actor.PID, why string) {
 	for id, f := range a.inflight {
 		if f.child.Equal(child) {
 			delete(a.inflight, id)
-			ctx.Send(f.caller, &messages.ToolResult{CallId: id, Tool: f.tool, IsError: true,
-				Text: fmt.Sprintf("%s: internal error: the actor that had this call was gone (%s); nothing of it can be reported", f.tool, why)})
+			ctx.Send(f.caller, messages.ErrorResult(id, f.tool,
+				fmt.Sprintf("%s: internal error: the actor that had this call was gone (%s); nothing of it can be reported", f.tool, why)))
 		}
 	}
 }

@@ -274,8 +274,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 			// A failure that was not a reset (a bug): the call cannot be
 			// finished, but its caller must not wait for nothing.
 			a.cur = nil
-			ctx.Send(c.sender, &messages.ToolResult{CallId: c.id, Tool: ToolName, IsError: true,
-				Text: "bash: internal error: the shell actor failed and was restarted; the next call starts a fresh shell"})
+			ctx.Send(c.sender, messages.ErrorResult(c.id, ToolName,
+				"bash: internal error: the shell actor failed and was restarted; the next call starts a fresh shell"))
 		}
 	case *actor.Stopping:
 		a.teardown()
@@ -499,7 +499,7 @@ func (a *Actor) failAll(ctx actor.Context, why string) {
 	}
 	a.cur, a.kept.queue = nil, nil
 	for _, c := range calls {
-		ctx.Send(c.sender, &messages.ToolResult{CallId: c.id, Tool: ToolName, Text: "bash: " + why, IsError: true})
+		ctx.Send(c.sender, messages.ErrorResult(c.id, ToolName, "bash: "+why))
 	}
 }
 

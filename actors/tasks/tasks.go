@@ -251,9 +251,7 @@ func (r *Registry) list(callID string) *messages.ToolResult {
 
 func preview(s string) string { return safetext.Head(s, 80) }
 
-func errorResult(callID, tool, text string) *messages.ToolResult {
-	return &messages.ToolResult{CallId: callID, Tool: tool, Text: text, IsError: true}
-}
+var errorResult = messages.ErrorResult
 
 // task is one background send: it holds the terminal's reservation until
 // the program is ready again, and keeps the output the model has not

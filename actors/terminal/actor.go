@@ -320,8 +320,8 @@ func (a *Actor) open(ctx actor.Context, m *Open) {
 		if strings.TrimSpace(what) == "" {
 			what = "bash"
 		}
-		ctx.Respond(&messages.ToolResult{CallId: m.CallID, Tool: ToolOpen, IsError: true,
-			Text: safetext.Clip(fmt.Sprintf("terminal_open: could not start %q: %v", safetext.Clip(what, echoMax), a.startErr), 4*echoMax)})
+		ctx.Respond(messages.ErrorResult(m.CallID, ToolOpen,
+			safetext.Clip(fmt.Sprintf("terminal_open: could not start %q: %v", safetext.Clip(what, echoMax), a.startErr), 4*echoMax)))
 		ctx.Stop(ctx.Self())
 		return
 	}

@@ -61,7 +61,9 @@ func ExitData(st ptyproc.ExitStatus) map[string]any {
 
 func (a *Actor) errorResult(callID, tool, text string) *messages.ToolResult {
 	b, _ := json.Marshal(map[string]any{"terminal_id": a.opts.ID, "running": a.exit == nil && a.proc != nil})
-	return &messages.ToolResult{CallId: callID, Tool: tool, Text: text, IsError: true, Data: b}
+	r := messages.ErrorResult(callID, tool, text)
+	r.Data = b
+	return r
 }
 
 // exitedResult answers a call on a terminal whose program has exited: its
