@@ -187,6 +187,8 @@ type exchange struct {
 	reprobes int
 	// stopped: SIGCONT was sent to a stopped bash in this exchange.
 	continued bool
+	// stolenLooks counts the looks for a program that took the line.
+	stolenLooks int
 }
 
 // markers is how many markers the exchange has seen.
@@ -241,12 +243,15 @@ const (
 	tickTimeout tickKind = iota
 	tickStep
 	tickReprobe // a marker's proof, looked for again
+	tickStolen  // another look for a program that took a line
 )
 
 type tick struct {
 	kind tickKind
 	c    *call
 	n    uint64
+	// status is the $? a tickStolen look goes on with.
+	status int
 }
 
 // exitSettled: bash exited exitSettle ago.
@@ -539,6 +544,10 @@ func (a *Actor) ticked(ctx actor.Context, t *tick) {
 	case tickReprobe:
 		if t.n == a.ex.gen && a.proc != nil {
 			a.proc.Probe(probeTag{a.ex.gen}, false)
+		}
+	case tickStolen:
+		if t.n == a.ex.gen && a.proc != nil {
+			a.lineAnswered(ctx, false, t.status)
 		}
 	case tickStep:
 		if t.n != a.stepN {

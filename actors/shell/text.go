@@ -3,6 +3,7 @@ package shell
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -91,7 +92,17 @@ func (a *Actor) lineAnswered(ctx actor.Context, ran bool, status int) {
 		a.textDone(ctx) // blank text: nothing ran, as asked
 		return
 	}
-	if thief := a.textStolen(); thief != "" {
+	thief := a.textStolen()
+	if thief == "" && a.ex.stolenLooks < stolenLooks {
+		// A reader that just took the line may not be back in its read
+		// yet: look again in a moment before calling it a syntax error.
+		a.ex.stolenLooks++
+		t, send := &tick{kind: tickStolen, c: c, n: a.ex.gen, status: status}, a.send
+		a.stopTimer(&a.reprobeTimer)
+		a.reprobeTimer = time.AfterFunc(stolenPause, func() { send(t) })
+		return
+	}
+	if thief != "" {
 		// The line never reached bash; $? is still an earlier command's.
 		r := Result{FreshShell: c.fresh, NotRun: !c.ran, StatusUnknown: true}
 		note := fmt.Sprintf("[bash did not get this command: %s took the typed text, so it did not run. "+
@@ -123,6 +134,13 @@ func (a *Actor) lineAnswered(ctx actor.Context, ran bool, status int) {
 	}
 	a.finish(ctx, c, a.render(c, &r, trailer))
 }
+
+// stolenLooks and stolenPause: how often, and how far apart, a line that
+// ran nothing is checked for another reader of the terminal.
+const (
+	stolenLooks = 3
+	stolenPause = 2 * time.Millisecond
+)
 
 const ranNothing = "a syntax error or a failed history expansion (its message is above), or an alias that expands to nothing"
 
