@@ -111,8 +111,10 @@ type Actor struct {
 	timedCall atomic.Pointer[call] // the call callTimer was armed for
 	stepTimer *time.Timer
 	stepN     uint64 // numbers step timers; only the newest counts
-	// reprobeTimer takes a marker's probe again (see reprobe).
-	reprobeTimer *time.Timer
+	// lookTimer brings a later look within the exchange: a marker's probe
+	// taken again (reprobe), or another look for a reader that took the
+	// line (lineAnswered). See lookAgain.
+	lookTimer *time.Timer
 	// exiting is the Exited of a shell whose last output is settling.
 	exiting *ptyproc.Exited
 }
@@ -384,7 +386,7 @@ func (a *Actor) begin(s step) *exchange {
 	a.ex = exchange{step: s, gen: a.gen}
 	a.wait.Stop()
 	a.stopTimer(&a.stepTimer)
-	a.stopTimer(&a.reprobeTimer)
+	a.stopTimer(&a.lookTimer)
 	return &a.ex
 }
 
@@ -486,7 +488,7 @@ func (a *Actor) teardown() {
 	}
 	a.stopTimer(&a.callTimer)
 	a.stopTimer(&a.stepTimer)
-	a.stopTimer(&a.reprobeTimer)
+	a.stopTimer(&a.lookTimer)
 	if a.proc != nil {
 		a.opts.Reaper.Close(a.proc)
 		a.proc = nil
@@ -582,10 +584,17 @@ func (a *Actor) armCallTimer(c *call) {
 // armStep times the current exchange's step.
 func (a *Actor) armStep(d time.Duration) {
 	a.stopTimer(&a.stepTimer)
-	a.stopTimer(&a.reprobeTimer)
+	a.stopTimer(&a.lookTimer)
 	a.stepN++
 	t, send := &tick{kind: tickStep, c: a.cur, n: a.stepN}, a.send
 	a.stepTimer = time.AfterFunc(d, func() { send(t) })
+}
+
+// lookAgain sends t to the actor after d, in place of any look pending.
+func (a *Actor) lookAgain(d time.Duration, t *tick) {
+	a.stopTimer(&a.lookTimer)
+	send := a.send
+	a.lookTimer = time.AfterFunc(d, func() { send(t) })
 }
 
 func (a *Actor) stopTimer(t **time.Timer) {

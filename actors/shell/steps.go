@@ -185,9 +185,7 @@ func (a *Actor) reprobe(p *ptyproc.Probe) bool {
 		n := ex.reprobes - maxReprobes
 		ex.reprobes++
 		pause := min(100*time.Microsecond<<min(n, 10), reprobeMaxPause)
-		t, send := &tick{kind: tickReprobe, c: a.cur, n: ex.gen}, a.send
-		a.stopTimer(&a.reprobeTimer)
-		a.reprobeTimer = time.AfterFunc(pause, func() { send(t) })
+		a.lookAgain(pause, &tick{kind: tickReprobe, c: a.cur, n: ex.gen})
 		return true
 	}
 	return false

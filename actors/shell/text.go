@@ -97,9 +97,7 @@ func (a *Actor) lineAnswered(ctx actor.Context, ran bool, status int) {
 		// A reader that just took the line may not be back in its read
 		// yet: look again in a moment before calling it a syntax error.
 		a.ex.stolenLooks++
-		t, send := &tick{kind: tickStolen, c: c, n: a.ex.gen, status: status}, a.send
-		a.stopTimer(&a.reprobeTimer)
-		a.reprobeTimer = time.AfterFunc(stolenPause, func() { send(t) })
+		a.lookAgain(stolenPause, &tick{kind: tickStolen, c: c, n: a.ex.gen, status: status})
 		return
 	}
 	if thief != "" {
