@@ -35,6 +35,9 @@ type ShellOptions struct {
 	// calls Rate times a second, at a steady pace from a random start,
 	// whether or not its last call has returned.
 	Rate float64
+	// FloorLoad runs the throughput figure a second time on bare PTY bash
+	// shells (see floorShell), for comparison.
+	FloorLoad bool
 }
 
 // DefaultShellOptions are the figures `dsh-actors bench shell` uses.
@@ -55,22 +58,31 @@ type Scenario struct {
 
 // ShellReport is the result of RunShell.
 type ShellReport struct {
-	Scenarios   []Scenario `json:"scenarios"`
-	Agents      int        `json:"agents"`
-	Calls       int        `json:"calls"`
-	CallsPerSec float64    `json:"calls_per_sec"`
-	// Latency of the throughput run's calls, and how evenly the agents
-	// were served (calls per agent; closed loop only).
-	P50ms       float64 `json:"p50_ms"`
-	P99ms       float64 `json:"p99_ms"`
-	MaxMs       float64 `json:"max_ms"`
-	MinPerAgent int     `json:"min_calls_per_agent"`
-	MaxPerAgent int     `json:"max_calls_per_agent"`
+	Scenarios []Scenario `json:"scenarios"`
+	Agents    int        `json:"agents"`
+	// Load is the throughput run through the runtime.
+	Load
+	// FloorLoad is the same run on bare PTY bash shells, one goroutine
+	// each, no runtime (ShellOptions.FloorLoad), after Load: what the
+	// machine itself does with that many shells.
+	FloorLoad *Load `json:"floor_load,omitempty"`
 	// Rate is the open-loop rate per agent (calls/s), 0 for a closed loop.
 	Rate   float64 `json:"rate_per_agent,omitempty"`
 	Errors int     `json:"errors"`
 	// FirstError describes the first failed call, if any.
 	FirstError string `json:"first_error,omitempty"`
+}
+
+// Load is what a throughput run measured: its calls, their latency, and how
+// evenly the agents were served (calls per agent).
+type Load struct {
+	Calls       int     `json:"calls"`
+	CallsPerSec float64 `json:"calls_per_sec"`
+	P50ms       float64 `json:"p50_ms"`
+	P99ms       float64 `json:"p99_ms"`
+	MaxMs       float64 `json:"max_ms"`
+	MinPerAgent int     `json:"min_calls_per_agent"`
+	MaxPerAgent int     `json:"max_calls_per_agent"`
 }
 
 // RunShell measures the bash tool through the whole path (host API, agent
@@ -192,9 +204,8 @@ func measureRoundTrips(ctx context.Context, h *host.Host, name, command, want st
 	return scenario(name, full, floor), nil
 }
 
-// measureThroughput drives agents at once: each makes calls one after the
-// other (a closed loop: a fixed number, or for Duration), or at Rate a
-// second (an open loop). It fills in the report's throughput figures.
+// measureThroughput drives agents at once through the runtime, then, when
+// asked, bare shells the same way. It fills in the report's load figures.
 func measureThroughput(ctx context.Context, h *host.Host, opts ShellOptions, rep *ShellReport, errs *errorCount) {
 	agents := opts.Agents
 	if agents <= 0 || (opts.CallsPerAgent <= 0 && opts.Duration <= 0) {
@@ -210,47 +221,10 @@ func measureThroughput(ctx context.Context, h *host.Host, opts ShellOptions, rep
 		})
 	}
 	wg.Wait()
-	var mu sync.Mutex
-	var lat []time.Duration
-	perAgent := make([]int, agents)
-	call := func(i int) {
-		t0 := time.Now()
+	rep.Load = driveLoad(ctx, opts, func(i int) {
 		res, err := h.Bash(ctx, ids[i], shell.Args{Command: "echo hi"})
-		d := time.Since(t0)
 		check(errs, res, err, "hi\n")
-		mu.Lock()
-		lat = append(lat, d)
-		perAgent[i]++
-		mu.Unlock()
-	}
-	start := time.Now()
-	end := start.Add(opts.Duration)
-	for i := range ids {
-		wg.Go(func() {
-			switch {
-			case opts.Duration > 0 && opts.Rate > 0:
-				every := time.Duration(float64(time.Second) / opts.Rate)
-				next := start.Add(time.Duration(rand.Int64N(int64(every))))
-				var calls sync.WaitGroup
-				for next.Before(end) && ctx.Err() == nil {
-					time.Sleep(time.Until(next))
-					calls.Go(func() { call(i) })
-					next = next.Add(every)
-				}
-				calls.Wait()
-			case opts.Duration > 0:
-				for time.Now().Before(end) && ctx.Err() == nil {
-					call(i)
-				}
-			default:
-				for range opts.CallsPerAgent {
-					call(i)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
+	})
 	// Stop them a few dozen at a time: each stop kills and reaps a session.
 	var g errgroup.Group
 	g.SetLimit(32)
@@ -260,11 +234,105 @@ func measureThroughput(ctx context.Context, h *host.Host, opts ShellOptions, rep
 	if err := g.Wait(); err != nil {
 		errs.add("stopping the agents: %v", err)
 	}
-	rep.Calls = len(lat)
-	rep.CallsPerSec = float64(len(lat)) / elapsed.Seconds()
-	rep.P50ms, rep.P99ms = percentile(lat, 50)/1e3, percentile(lat, 99)/1e3
-	rep.MaxMs = percentile(lat, 100) / 1e3
-	rep.MinPerAgent, rep.MaxPerAgent = slices.Min(perAgent), slices.Max(perAgent)
+	if opts.FloorLoad {
+		floor, err := floorLoad(ctx, opts, errs)
+		if err != nil {
+			errs.add("floor load: %v", err)
+			return
+		}
+		rep.FloorLoad = &floor
+	}
+}
+
+// floorLoad drives opts.Agents bare shells as driveLoad drives agents.
+func floorLoad(ctx context.Context, opts ShellOptions, errs *errorCount) (Load, error) {
+	shells := make([]*floorShell, opts.Agents)
+	defer func() {
+		var g errgroup.Group
+		g.SetLimit(32)
+		for _, f := range shells {
+			if f != nil {
+				g.Go(f.close)
+			}
+		}
+		_ = g.Wait()
+	}()
+	for i := range shells {
+		f, err := startFloor()
+		if err != nil {
+			return Load{}, err
+		}
+		shells[i] = f
+	}
+	locks := make([]sync.Mutex, len(shells)) // a bare shell takes one line at a time
+	load := driveLoad(ctx, opts, func(i int) {
+		locks[i].Lock()
+		defer locks[i].Unlock()
+		out, err := shells[i].roundTrip("echo hi")
+		switch {
+		case err != nil:
+			errs.add("floor shell %d: %v", i, err)
+		case string(out) != "hi\n":
+			errs.add("floor shell %d: echo hi printed %q", i, out)
+		}
+	})
+	return load, nil
+}
+
+// driveLoad calls call(i) for every agent i at once: one call after the
+// other (a closed loop: a fixed number, or for Duration), or at Rate a
+// second (an open loop); and measures each call.
+func driveLoad(ctx context.Context, opts ShellOptions, call func(i int)) Load {
+	var mu sync.Mutex
+	var lat []time.Duration
+	perAgent := make([]int, opts.Agents)
+	timed := func(i int) {
+		t0 := time.Now()
+		call(i)
+		d := time.Since(t0)
+		mu.Lock()
+		lat = append(lat, d)
+		perAgent[i]++
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	start := time.Now()
+	end := start.Add(opts.Duration)
+	for i := range perAgent {
+		wg.Go(func() {
+			switch {
+			case opts.Duration > 0 && opts.Rate > 0:
+				every := time.Duration(float64(time.Second) / opts.Rate)
+				next := start.Add(time.Duration(rand.Int64N(int64(every))))
+				var calls sync.WaitGroup
+				for next.Before(end) && ctx.Err() == nil {
+					time.Sleep(time.Until(next))
+					calls.Go(func() { timed(i) })
+					next = next.Add(every)
+				}
+				calls.Wait()
+			case opts.Duration > 0:
+				for time.Now().Before(end) && ctx.Err() == nil {
+					timed(i)
+				}
+			default:
+				for range opts.CallsPerAgent {
+					timed(i)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	return Load{
+		Calls:       len(lat),
+		CallsPerSec: float64(len(lat)) / elapsed.Seconds(),
+		P50ms:       percentile(lat, 50) / 1e3,
+		P99ms:       percentile(lat, 99) / 1e3,
+		MaxMs:       percentile(lat, 100) / 1e3,
+		MinPerAgent: slices.Min(perAgent),
+		MaxPerAgent: slices.Max(perAgent),
+	}
 }
 
 func scenario(name string, full, floor []time.Duration) Scenario {
@@ -315,10 +383,18 @@ func (r ShellReport) WriteTable(w io.Writer) error {
 	if r.Rate > 0 {
 		loop = fmt.Sprintf("open loop, %g calls/s each", r.Rate)
 	}
-	_, err := fmt.Fprintf(w, "\n%d agents at once (%s): %d calls, %.0f calls/s, p50 %.2f ms, p99 %.2f ms, max %.2f ms, calls per agent %d to %d, %d errors\n",
-		r.Agents, loop, r.Calls, r.CallsPerSec, r.P50ms, r.P99ms, r.MaxMs, r.MinPerAgent, r.MaxPerAgent, r.Errors)
+	_, err := fmt.Fprintf(w, "\n%d agents at once (%s): %s, %d errors\n", r.Agents, loop, r.Load, r.Errors)
+	if err == nil && r.FloorLoad != nil {
+		_, err = fmt.Fprintf(w, "floor, %d bare shells the same way: %s\n", r.Agents, *r.FloorLoad)
+	}
 	if err == nil && r.FirstError != "" {
 		_, err = fmt.Fprintf(w, "first error: %s\n", r.FirstError)
 	}
 	return err
+}
+
+// String is the figures on one line.
+func (l Load) String() string {
+	return fmt.Sprintf("%d calls, %.0f calls/s, p50 %.2f ms, p99 %.2f ms, max %.2f ms, calls per agent %d to %d",
+		l.Calls, l.CallsPerSec, l.P50ms, l.P99ms, l.MaxMs, l.MinPerAgent, l.MaxPerAgent)
 }

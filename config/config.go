@@ -19,16 +19,18 @@ type Config struct {
 	Bash shell.Config `yaml:"bash"`
 	// Terminal configures the terminal and task tools.
 	Terminal terminal.Config `yaml:"terminal"`
+	// Admission configures the host's gate for bash calls.
+	Admission Admission `yaml:"admission"`
 }
 
 // Default returns the configuration used when there is no file.
 func Default() Config {
-	return Config{Bash: shell.DefaultConfig(), Terminal: terminal.DefaultConfig()}
+	return Config{Bash: shell.DefaultConfig(), Terminal: terminal.DefaultConfig(), Admission: DefaultAdmission()}
 }
 
 // Validate checks every section.
 func (c Config) Validate() error {
-	return errors.Join(c.Bash.Validate(), c.Terminal.Validate())
+	return errors.Join(c.Bash.Validate(), c.Terminal.Validate(), c.Admission.Validate())
 }
 
 // Parse reads YAML on top of the defaults and validates the result. name is

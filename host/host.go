@@ -96,7 +96,7 @@ func Start(opts Options) (*Host, error) {
 		h.ownSystem = true
 	}
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return newHostActor(h, agentOptions{cfg: cfg, dir: opts.Dir, env: opts.Env, log: log})
+		return newHostActor(h, agentOptions{cfg: cfg, dir: opts.Dir, env: opts.Env, log: log, gate: cfg.Admission.NewGate()})
 	}, actor.WithGuardian(resumeGuardian), actor.WithDispatcher(dispatcher))
 	pid, err := h.system.Root.SpawnNamed(props, "dsh-host-"+h.system.ProcessRegistry.NextId())
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dsh-actors/dsh-actors/actors/agent"
 	"github.com/dsh-actors/dsh-actors/config"
+	"github.com/dsh-actors/dsh-actors/internal/admission"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 	"github.com/dsh-actors/dsh-actors/supervision"
 )
@@ -28,10 +29,11 @@ type (
 )
 
 type agentOptions struct {
-	cfg config.Config
-	dir string
-	env []string
-	log *slog.Logger
+	cfg  config.Config
+	dir  string
+	env  []string
+	log  *slog.Logger
+	gate *admission.Gate
 }
 
 // agentPolicy: an agent that panics is restarted (its children are stopped
@@ -169,6 +171,7 @@ func (a *hostActor) spawn(ctx actor.Context, id string) any {
 		Env:        a.opts.env,
 		Logger:     a.opts.log,
 		Reaper:     reaper,
+		Gate:       a.opts.gate,
 		Dispatcher: dispatcher,
 	}), id)
 	if err != nil {

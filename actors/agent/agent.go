@@ -13,6 +13,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/actors/tasks"
 	"github.com/dsh-actors/dsh-actors/actors/terminal"
 	"github.com/dsh-actors/dsh-actors/config"
+	"github.com/dsh-actors/dsh-actors/internal/admission"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 	"github.com/dsh-actors/dsh-actors/internal/safetext"
 	"github.com/dsh-actors/dsh-actors/messages"
@@ -37,6 +38,8 @@ type Options struct {
 	// background; the agent's owner waits for it after stopping the agent.
 	// Nil means one of the agent's own.
 	Reaper *ptyproc.Reaper
+	// Gate is the host's admission gate for bash calls; nil admits all.
+	Gate *admission.Gate
 	// Dispatcher runs the agent and its children; nil means protoactor's
 	// default, a goroutine per mailbox activation.
 	Dispatcher actor.Dispatcher
@@ -329,6 +332,7 @@ func (a *Actor) shellPID(ctx actor.Context) *actor.PID {
 			Env:    a.opts.Env,
 			Logger: a.log,
 			Reaper: a.opts.Reaper,
+			Gate:   a.opts.Gate,
 		}, a.opts.propsOptions(a.log)...))
 	}
 	return a.shell

@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/dsh-actors/dsh-actors/internal/admission"
 	"github.com/dsh-actors/dsh-actors/internal/inband"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 	"github.com/dsh-actors/dsh-actors/internal/waitproof"
@@ -42,6 +43,9 @@ type Options struct {
 	// is reset or stopped; whoever must know that they are gone waits for
 	// it. Nil means a Reaper of the actor's own, which nobody waits for.
 	Reaper *ptyproc.Reaper
+	// Gate lets the host's calls start a few at a time, first come first
+	// served (see package admission); nil admits every call at once.
+	Gate *admission.Gate
 }
 
 // Timings of the wait proof and of the interrupt sequence.
@@ -117,6 +121,9 @@ type Actor struct {
 	lookTimer *time.Timer
 	// exiting is the Exited of a shell whose last output is settling.
 	exiting *ptyproc.Exited
+	// nextDue: a call was answered; the next one starts once the message
+	// that answered it is handled, unless a reset came after the answer.
+	nextDue bool
 }
 
 // bashState is what the actor knows of its bash.
@@ -222,6 +229,10 @@ type call struct {
 	status int
 	// incomplete: the text was cancelled as incomplete.
 	incomplete bool
+	// ticket is the call's place at the host's gate; admitted: it got in.
+	// Nothing is typed before.
+	ticket   *admission.Ticket
+	admitted bool
 }
 
 // interrupt is the state of stopping a command that waits for input before
@@ -281,6 +292,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 			// A failure that was not a reset (a bug): the call cannot be
 			// finished, but its caller must not wait for nothing.
 			a.cur = nil
+			c.ticket.Leave()
 			ctx.Send(c.sender, messages.ErrorResult(c.id, ToolName,
 				"bash: internal error: the shell actor failed and was restarted; the next call starts a fresh shell"))
 		}
@@ -329,8 +341,21 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.wait.Tick(m)
 	case *tick:
 		a.ticked(ctx, m)
+	case *admitted:
+		if c := m.c; c.ticket == m.t && !c.admitted {
+			c.admitted = true
+			if a.cur == c {
+				a.run(ctx, c)
+			}
+		}
 	default:
 		a.opts.Logger.Warn("shell: unexpected message", "type", fmt.Sprintf("%T", m))
+	}
+	// Not deferred: a reset panics past this, and the next call starts in
+	// the fresh instance instead of being typed into the shell being reset.
+	if a.nextDue {
+		a.nextDue = false
+		a.pump(ctx)
 	}
 }
 
@@ -353,6 +378,26 @@ func (a *Actor) pump(ctx actor.Context) {
 		c.notes = append(c.notes, a.kept.note)
 		a.kept.note = ""
 	}
+	if c.ticket == nil && !c.admitted {
+		// One ticket a call, kept when the call is put back after a reset.
+		send := a.send
+		c.ticket, c.admitted = a.opts.Gate.Enter(func(t *admission.Ticket) { send(&admitted{c: c, t: t}) })
+	}
+	if !c.admitted {
+		return // the gate is full: admitted comes when the call's turn does
+	}
+	a.run(ctx, c)
+}
+
+// admitted: the gate let call c in with ticket t.
+type admitted struct {
+	c *call
+	t *admission.Ticket
+}
+
+// run starts call c, admitted: in a shell started for it, or in the
+// running one.
+func (a *Actor) run(ctx actor.Context, c *call) {
 	if a.proc == nil {
 		if err := a.startShell(); err != nil {
 			a.finish(ctx, c, Result{Text: fmt.Sprintf("bash: could not start the shell: %v", err), IsError: true})
@@ -450,7 +495,7 @@ func (a *Actor) flushCarry() {
 	}
 }
 
-// finish answers c and lets the next call run.
+// finish answers c; the next call starts when the current message is handled.
 func (a *Actor) finish(ctx actor.Context, c *call, r Result) {
 	ctx.Send(c.sender, &messages.ToolResult{
 		CallId:  c.id,
@@ -459,13 +504,14 @@ func (a *Actor) finish(ctx actor.Context, c *call, r Result) {
 		IsError: r.IsError,
 		Data:    r.Data(),
 	})
+	c.ticket.Leave()
 	a.cur = nil
 	a.begin(stepText) // the exchange is over; its late messages are stale
 	// The call timer stays armed: re-armed later for the next call, it wakes
 	// nobody, while a timer added anew wakes the runtime's poller thread.
 	// It names no call meanwhile, so it keeps no finished call's output.
 	a.timedCall.Store(nil)
-	a.pump(ctx)
+	a.nextDue = true
 }
 
 // reset throws the shell away and fails the actor so that its supervisor
@@ -483,6 +529,7 @@ func (a *Actor) reset(reason ResetReason, detail string, requeue *call) {
 // its whole session in the background.
 func (a *Actor) teardown() {
 	a.exiting = nil
+	a.nextDue = false // this instance starts nothing more
 	if a.wait != nil {
 		a.wait.Stop()
 	}
@@ -506,6 +553,7 @@ func (a *Actor) failAll(ctx actor.Context, why string) {
 	}
 	a.cur, a.kept.queue = nil, nil
 	for _, c := range calls {
+		c.ticket.Leave()
 		ctx.Send(c.sender, messages.ErrorResult(c.id, ToolName, "bash: "+why))
 	}
 }
@@ -513,6 +561,11 @@ func (a *Actor) failAll(ctx actor.Context, why string) {
 func (a *Actor) cancel(ctx actor.Context, id string) {
 	if c := a.cur; c != nil && c.id == id {
 		a.cur = nil
+		c.ticket.Leave()
+		if !c.admitted {
+			a.pump(ctx) // nothing was typed: the shell is as it was
+			return
+		}
 		a.kept.note = "[the previous call was cancelled, which reset the shell; this call runs in a fresh shell]"
 		a.reset(ResetCancelled, "call "+id, nil)
 	}
@@ -533,6 +586,12 @@ func (a *Actor) ticked(ctx actor.Context, t *tick) {
 	case tickTimeout:
 		if time.Now().Before(c.deadline) {
 			return // fired for an earlier deadline as it was re-armed
+		}
+		if !c.admitted {
+			a.finish(ctx, c, Result{TimedOut: true, IsError: true, Text: fmt.Sprintf(
+				"[timed out after %d ms waiting for its turn: the host lets %d bash calls start at once (admission.slots) and others came first; nothing was typed, and the shell is as it was]",
+				c.timeout.Milliseconds(), a.opts.Gate.Slots())})
+			return
 		}
 		a.flushCarry()
 		r := Result{TimedOut: true, ShellReset: true, IsError: true, FreshShell: c.fresh}

@@ -77,8 +77,18 @@
 // Run (answered with a *messages.ToolResult to the sender) and Cancel come
 // from the agent. From its ptyproc.Process it gets *ptyproc.Output,
 // *ptyproc.Flushed, *ptyproc.Probe, *ptyproc.Exited and
-// *ptyproc.OutputClosed; from its own timers, tick messages. Any other
-// message is logged as unexpected.
+// *ptyproc.OutputClosed; from its own timers, tick messages; from the
+// host's admission gate (Options.Gate), admitted. Any other message is
+// logged as unexpected.
+//
+// # Taking turns
+//
+// A call takes a ticket at the host's gate before anything is typed or a
+// shell is started for it (package admission): with the gate full, it waits
+// its turn, first come first served, and its timeout runs meanwhile. A call
+// that times out or is cancelled while it waits is answered without touching
+// the shell. The ticket is given back when the call is answered, and stays
+// with a call that a reset puts back in the queue.
 //
 // # Failure and restart
 //
@@ -87,8 +97,9 @@
 // actor answers the call, hands the process to the Reaper and panics with a
 // *ResetError. Its supervisor (the agent) restarts it in place; the calls
 // still waiting in its queue survive the restart, and the next one starts a
-// fresh bash. Any other panic answers the call in flight with an internal
-// error.
+// fresh bash (never the one being reset: the next call starts only after the
+// message that answered the last one is handled). Any other panic answers
+// the call in flight with an internal error.
 //
 // # Goroutines
 //

@@ -1,12 +1,15 @@
 package shell_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/dsh-actors/dsh-actors/actors/shell"
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
 )
 
@@ -219,4 +222,38 @@ func TestAWaitThatEndsByItselfIsNotInterrupted(t *testing.T) {
 		!strings.Contains(next.Text, "ended-124") || !strings.HasSuffix(next.Text, "next\n") {
 		t.Fatalf("%q %+v", next.Text, next)
 	}
+}
+
+// A call queued behind one that ends in a reset (a timeout, exit) runs in
+// the fresh shell. It was typed into the shell being reset and then
+// answered "internal error: the shell actor failed".
+func TestACallQueuedBehindAResetRunsInTheFreshShell(t *testing.T) {
+	h := newHost(t, nil)
+	bash(t, h, "a", "true")
+	var wg sync.WaitGroup
+	for i := range 24 {
+		wg.Go(func() {
+			args := shell.Args{Command: "echo hi"}
+			switch i % 3 {
+			case 0:
+				args = shell.Args{Command: "sleep 10", TimeoutMs: 50}
+			case 1:
+				args = shell.Args{Command: "exit 3"}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
+			defer cancel()
+			res, err := h.Bash(ctx, "a", args)
+			switch {
+			case err != nil:
+				t.Errorf("%q: %v", args.Command, err)
+			case i%3 == 0 && !res.TimedOut:
+				t.Errorf("%q: %+v, want a timeout", args.Command, res)
+			case i%3 == 1 && res.ShellExited == "":
+				t.Errorf("%q: %+v, want the shell's exit", args.Command, res)
+			case i%3 == 2 && !strings.HasSuffix(res.Text, "hi\n"):
+				t.Errorf("%q: %q, want hi", args.Command, res.Text)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -164,6 +164,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	agents := fs.Int("agents", def.Agents, "agents driven at once for the throughput figure")
 	calls := fs.Int("calls", def.CallsPerAgent, "calls each of those agents makes (without --duration)")
 	duration := fs.Duration("duration", 0, "run the throughput figure for this long instead of a number of calls")
+	floorLoad := fs.Bool("floor-load", false, "run the throughput figure again on bare PTY bash shells (no runtime), for comparison")
 	rate := fs.Float64("rate", 0, "with --duration: calls per second per agent, open loop (0: closed loop)")
 	configPath := fs.String("config", "", "YAML configuration `file` (default: built-in defaults)")
 	if err := parseFlags(fs, args[1:]); err != nil {
@@ -183,7 +184,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	rep, err := bench.RunShell(ctx, h, bench.ShellOptions{
 		Iterations: *iterations, SpawnIterations: *spawns, Agents: *agents, CallsPerAgent: *calls,
-		Duration: *duration, Rate: *rate,
+		Duration: *duration, Rate: *rate, FloorLoad: *floorLoad,
 	})
 	if stopErr := stopHost(h); err == nil {
 		err = stopErr
