@@ -124,14 +124,7 @@ func sendTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
 		})
 		return
 	}
-	a.forward(ctx, call, pid, &terminal.Send{CallID: call.CallId, Input: input, Wait: waitOf(args.WaitMs, cfg)})
-}
-
-func waitOf(w *int64, cfg terminal.Config) time.Duration {
-	if w == nil {
-		return time.Duration(cfg.DefaultWaitMs) * time.Millisecond
-	}
-	return time.Duration(*w) * time.Millisecond
+	a.forward(ctx, call, pid, &terminal.Send{CallID: call.CallId, Input: input, Wait: cfg.Wait(args.WaitMs)})
 }
 
 func signalMessage(c *messages.ToolCall, a *terminal.SignalArgs) (string, any) {

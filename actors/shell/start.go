@@ -2,9 +2,7 @@ package shell
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
-	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -54,40 +52,35 @@ func (a *Actor) startShell() error {
 // start-up or history, plus what makes programs behave for a reader that is
 // not a human at a screen.
 func shellEnv(base []string, cfg Config) ([]string, error) {
-	if base == nil {
-		base = os.Environ()
-	}
 	drop := map[string]bool{
 		"PROMPT_COMMAND": true, "PS0": true, "PS1": true, "PS2": true, "PS4": true,
-		"BASH_ENV": true, "ENV": true, "HISTFILE": true, "TERM": true, "INPUTRC": true,
-		"PAGER": true, "GIT_PAGER": true, "SHELLOPTS": true, "BASHOPTS": true,
+		"BASH_ENV": true, "ENV": true, "SHELLOPTS": true, "BASHOPTS": true,
 		"TMOUT": true, // an inherited idle timeout would log the shell out between calls
-	}
-	env := make([]string, 0, len(base)+8)
-	for _, kv := range base {
-		name, _, _ := strings.Cut(kv, "=")
-		if !drop[name] {
-			env = append(env, kv)
-		}
 	}
 	// PS1 and PS2 are set by the start-up line as shell variables, not
 	// exported, so programs and nested shells do not inherit them.
 	// Activation scripts that would rewrite PS1 are asked not to.
-	env = append(env, "TERM=dumb", "PAGER=cat", "GIT_PAGER=cat",
-		"VIRTUAL_ENV_DISABLE_PROMPT=1", "CONDA_CHANGEPS1=false")
+	set := map[string]string{
+		"TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat",
+		"VIRTUAL_ENV_DISABLE_PROMPT": "1", "CONDA_CHANGEPS1": "false",
+	}
 	if !cfg.HostHistory {
 		// An empty HISTFILE: bash neither loads the host user's history at
 		// start nor writes one at exit; the history stays in memory.
-		env = append(env, "HISTFILE=")
+		set["HISTFILE"] = ""
+	} else {
+		drop["HISTFILE"] = true
 	}
 	if !cfg.HostStartupFiles {
 		rc, err := inputrcPath()
 		if err != nil {
 			return nil, fmt.Errorf("writing the shell's readline configuration: %w", err)
 		}
-		env = append(env, "INPUTRC="+rc)
+		set["INPUTRC"] = rc
+	} else {
+		drop["INPUTRC"] = true
 	}
-	return env, nil
+	return ptyproc.BuildEnv(base, drop, set), nil
 }
 
 func (a *Actor) startLine(i int) {

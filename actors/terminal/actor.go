@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -183,10 +182,6 @@ func (a *Actor) Receive(ctx actor.Context) {
 // start starts the program.
 func (a *Actor) start() {
 	args := a.opts.Args
-	base := os.Environ()
-	if a.opts.Env != nil {
-		base = a.opts.Env
-	}
 	// Later settings override earlier ones; built in one pass (a map), since
 	// a model may pass thousands of variables.
 	set := map[string]string{"TERM": "dumb"}
@@ -222,20 +217,7 @@ func (a *Actor) start() {
 	for k, v := range args.Env {
 		set[k] = v
 	}
-	env := make([]string, 0, len(base)+len(set))
-	for _, kv := range base {
-		if k, _, _ := strings.Cut(kv, "="); !hasKey(set, k) && !drop[k] {
-			env = append(env, kv)
-		}
-	}
-	keys := make([]string, 0, len(set))
-	for k := range set {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+set[k])
-	}
+	env := ptyproc.BuildEnv(a.opts.Env, drop, set)
 	dir := args.Cwd
 	if dir == "" {
 		dir = a.opts.Dir
@@ -262,11 +244,6 @@ func (a *Actor) start() {
 func validStatus(b []byte) bool {
 	_, err := strconv.Atoi(string(b))
 	return err == nil
-}
-
-func hasKey(m map[string]string, k string) bool {
-	_, ok := m[k]
-	return ok
 }
 
 // teardown hands the process to the reaper and answers everyone still

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/dsh-actors/dsh-actors/internal/safetext"
 	"github.com/dsh-actors/dsh-actors/internal/toolargs"
@@ -176,14 +175,6 @@ func checkWait(tool string, w *int64, cfg Config) error {
 		return fmt.Errorf(`%s: "wait_ms" is %d: it must be between 0 and %d`, tool, *w, cfg.MaxWaitMs)
 	}
 	return nil
-}
-
-// waitFor is the wait a call asked for, or the default.
-func waitFor(w *int64, cfg Config) time.Duration {
-	if w == nil {
-		return ms(cfg.DefaultWaitMs)
-	}
-	return ms(*w)
 }
 
 // keyBytes are the bytes a terminal sends for each named key.

@@ -82,3 +82,12 @@ func (c Config) Validate() error {
 	check(c.KillGraceMs >= 1 && c.KillGraceMs <= 600000, "killGraceMs", c.KillGraceMs, "must be between 1 and 600000 milliseconds")
 	return errors.Join(errs...)
 }
+
+// Wait is the wait a call asked for (wait_ms), or the default when it gave
+// none.
+func (c Config) Wait(waitMs *int64) time.Duration {
+	if waitMs == nil {
+		return ms(c.DefaultWaitMs)
+	}
+	return ms(*waitMs)
+}

@@ -16,7 +16,7 @@ func (a *Actor) read(ctx actor.Context, m *Read) {
 		return
 	}
 	w := &waiter{kind: waitRead, callID: m.CallID, sender: ctx.Sender(), from: a.readPos, args: m.Args}
-	wait := waitFor(m.Args.WaitMs, a.opts.Config)
+	wait := a.opts.Config.Wait(m.Args.WaitMs)
 	if a.exit != nil || wait == 0 {
 		a.answer(ctx, w, a.currentState())
 		return

@@ -1,0 +1,145 @@
+package shell
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/dsh-actors/dsh-actors/internal/admission"
+)
+
+// kept is the state that outlives one actor instance: calls waiting their
+// turn, what the next call must be told, and the output that came since the
+// last call (a shell that dies between calls must not take it along).
+type kept struct {
+	queue []*call
+	note  string
+	idle  collector
+	// idleEnded: idle holds output of a shell that is gone; its last line,
+	// even if cut, is not continued by the next shell's output.
+	idleEnded bool
+}
+
+// bashState is what the actor knows of its bash.
+type bashState struct {
+	// started: the start-up lines are done.
+	started bool
+	// sigs are bash's own reads of its input, learned at start-up.
+	sigs promptSigs
+	// learn: the readline layout of this binary is learned at start-up;
+	// binary names it in the layouts cache.
+	learn  bool
+	binary string
+	// seq is bash's command number at the last proven prompt; seqKnown is
+	// false while it is not known (no marker since a query).
+	seq      uint64
+	seqKnown bool
+	// readline: bash was last seen reading with readline (set -o vi/emacs).
+	readline bool
+	// ps1Stuck: bash's prompt cannot carry the marker (PS1 read-only, or
+	// stderr is not the terminal): every line ends with a status query.
+	ps1Stuck bool
+	// ps2Foreign: PS2 is not ours (read-only, or changed again at every
+	// prompt): text goes as one eval line, which has no continuation.
+	ps2Foreign bool
+	// needQuery: a command changed the prompt state; query before the
+	// next text.
+	needQuery bool
+}
+
+// step is what an exchange with bash is for.
+type step int
+
+const (
+	stepStart     step = iota // one of the start-up lines
+	stepQuery                 // the status query
+	stepInterrupt             // stopping a command left waiting for input
+	stepText                  // one line of the call's text (or its eval line)
+	stepCancel                // cancelling incomplete text with SIGINT
+)
+
+// exchange is one thing written (or signalled) to bash and the wait for
+// bash to come back to its prompt.
+type exchange struct {
+	step step
+	gen  uint64
+	// flushed: everything delivered from now on came after the write.
+	flushed bool
+	// The markers seen since. The rule is one marker per exchange: a line
+	// gives one PS1 or one PS2 marker, a query one q marker.
+	ps1   []marker
+	ps2   int
+	query []marker
+	// startLine: which start-up line.
+	startLine int
+	// token is the query's.
+	token string
+	// queryMark is the length of the call's output when the query started:
+	// the lines of the query that bash echoes are after it.
+	queryMark int
+	// reportAt is the length of that output when the query's report came:
+	// what follows is bash's prompt cycle after it.
+	reportAt int
+	// afterLine: a query whose status is that of the line just typed.
+	afterLine bool
+	// cancelMark is the length of the call's output when SIGINT was sent.
+	cancelMark int
+	// intr is the state of an interrupt sequence.
+	intr *interrupt
+	// reprobes counts the probes of ours taken again.
+	reprobes int
+	// stopped: SIGCONT was sent to a stopped bash in this exchange.
+	continued bool
+	// stolenLooks counts the looks for a program that took the line.
+	stolenLooks int
+}
+
+// markers is how many markers the exchange has seen.
+func (ex *exchange) markers() int { return len(ex.ps1) + ex.ps2 + len(ex.query) }
+
+// call is one Run from receipt to answer.
+type call struct {
+	id       string
+	sender   *actor.PID
+	args     Args
+	deadline time.Time // set when it first starts running
+	timeout  time.Duration
+	fresh    bool
+	notes    []string
+	before   collector // output since the previous call
+	out      collector
+	// begun: the first line was typed; output goes to out.
+	begun bool
+	// lines are the text's lines; next is the next one to type; eval: the
+	// text goes as one eval line instead.
+	lines []string
+	next  int
+	eval  bool
+	// continuing: bash reads the rest of a quote, heredoc or compound
+	// command that a line before opened.
+	continuing bool
+	// ran: a command of the text ran; status is that of the last.
+	ran    bool
+	status int
+	// incomplete: the text was cancelled as incomplete.
+	incomplete bool
+	// ticket is the call's place at the host's gate; admitted: it got in.
+	// Nothing is typed before.
+	ticket   *admission.Ticket
+	admitted bool
+}
+
+// interrupt is the state of stopping a command that waits for input before
+// the call's own command can run.
+type interrupt struct {
+	who    string
+	step   int // 0: SIGINT, 1: end-of-file, 2: SIGTERM, 3: SIGKILL
+	stepAt time.Time
+}
+
+// waitingCommand is a command left waiting for input. ended is the marker
+// bash printed when it ended by itself between calls, if it did.
+type waitingCommand struct {
+	who   string
+	ended *marker
+}

@@ -1,0 +1,112 @@
+package shell
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// tickKind says which of the actor's own timers a tick comes from.
+type tickKind int
+
+const (
+	tickTimeout tickKind = iota
+	tickStep
+	tickReprobe // a marker's proof, looked for again
+	tickStolen  // another look for a program that took a line
+)
+
+type tick struct {
+	kind tickKind
+	c    *call
+	n    uint64
+	// status is the $? a tickStolen look goes on with.
+	status int
+}
+
+func (a *Actor) ticked(ctx actor.Context, t *tick) {
+	c := a.cur
+	if c == nil || t.c != c {
+		return
+	}
+	switch t.kind {
+	case tickTimeout:
+		if time.Now().Before(c.deadline) {
+			return // fired for an earlier deadline as it was re-armed
+		}
+		if !c.admitted {
+			a.finish(ctx, c, Result{TimedOut: true, IsError: true, Text: fmt.Sprintf(
+				"[timed out after %d ms waiting for its turn: the host lets %d bash calls start at once (admission.slots) and others came first; nothing was typed, and the shell is as it was]",
+				c.timeout.Milliseconds(), a.opts.Gate.Slots())})
+			return
+		}
+		a.flushCarry()
+		r := Result{TimedOut: true, ShellReset: true, IsError: true, FreshShell: c.fresh}
+		limit := ""
+		if c.args.TimeoutMs > c.timeout.Milliseconds() {
+			limit = fmt.Sprintf(" (the configured limit; %d ms was asked for)", c.args.TimeoutMs)
+		}
+		note := fmt.Sprintf("[timed out after %d ms%s: the command and its shell were killed; the next call starts a fresh shell]", c.timeout.Milliseconds(), limit)
+		a.finish(ctx, c, a.render(c, &r, append(a.unrun(c), note)))
+		a.reset(ResetTimeout, fmt.Sprintf("after %v", c.timeout), nil)
+	case tickReprobe:
+		if t.n == a.ex.gen && a.proc != nil {
+			a.proc.Probe(probeTag{a.ex.gen}, false)
+		}
+	case tickStolen:
+		if t.n == a.ex.gen && a.proc != nil {
+			a.lineAnswered(ctx, false, t.status)
+		}
+	case tickStep:
+		if t.n != a.stepN {
+			return
+		}
+		switch a.ex.step {
+		case stepInterrupt:
+			a.escalate(ctx)
+		case stepStart:
+			a.startFailed(ctx, fmt.Sprintf("bash did not answer its start-up line %d within %v", a.ex.startLine+1, startTimeout))
+		case stepCancel:
+			a.broken(ctx, "the command was incomplete and bash did not come back to its prompt after SIGINT")
+		}
+	}
+}
+
+// armCallTimer sets the one call timer of this actor to c's deadline. The
+// timer names the call armed last when it fires; ticked ignores a firing
+// before that call's deadline (one that raced with the re-arming).
+func (a *Actor) armCallTimer(c *call) {
+	a.timedCall.Store(c)
+	if a.callTimer != nil {
+		a.callTimer.Reset(time.Until(c.deadline))
+		return
+	}
+	armed, send := &a.timedCall, a.send
+	a.callTimer = time.AfterFunc(time.Until(c.deadline), func() {
+		send(&tick{kind: tickTimeout, c: armed.Load()})
+	})
+}
+
+// armStep times the current exchange's step.
+func (a *Actor) armStep(d time.Duration) {
+	a.stopTimer(&a.stepTimer)
+	a.stopTimer(&a.lookTimer)
+	a.stepN++
+	t, send := &tick{kind: tickStep, c: a.cur, n: a.stepN}, a.send
+	a.stepTimer = time.AfterFunc(d, func() { send(t) })
+}
+
+// lookAgain sends t to the actor after d, in place of any look pending.
+func (a *Actor) lookAgain(d time.Duration, t *tick) {
+	a.stopTimer(&a.lookTimer)
+	send := a.send
+	a.lookTimer = time.AfterFunc(d, func() { send(t) })
+}
+
+func (a *Actor) stopTimer(t **time.Timer) {
+	if *t != nil {
+		(*t).Stop()
+		*t = nil
+	}
+}
