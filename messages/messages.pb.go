@@ -1,5 +1,5 @@
 // The protocol that crosses the agent boundary: a tool call goes in, a tool
-// result comes out. It is protobuf so that protoactor's remote and cluster
+// result comes out; and the events of an agent's session log. It is protobuf so that protoactor's remote and cluster
 // layers can carry it between machines; in one process the Go values are sent
 // as they are.
 //
@@ -231,6 +231,387 @@ func (x *CancelCall) GetCallId() string {
 	return ""
 }
 
+// Event is one entry of an agent's session log: append-only, durable, in
+// the order the agent appended it. Earlier events are never changed or
+// removed; a Compaction only shadows them for building model requests.
+type Event struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// time_unix_nano is when the agent appended it.
+	TimeUnixNano int64 `protobuf:"varint,1,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	// turn and step are the turn (from 1) and step (from 1) the event belongs
+	// to; 0 when it belongs to none.
+	Turn uint32 `protobuf:"varint,2,opt,name=turn,proto3" json:"turn,omitempty"`
+	Step uint32 `protobuf:"varint,3,opt,name=step,proto3" json:"step,omitempty"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*Event_User
+	//	*Event_Model
+	//	*Event_ToolCall
+	//	*Event_ToolResult
+	//	*Event_Compaction
+	Kind          isEvent_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Event) Reset() {
+	*x = Event{}
+	mi := &file_messages_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Event) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Event) ProtoMessage() {}
+
+func (x *Event) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Event.ProtoReflect.Descriptor instead.
+func (*Event) Descriptor() ([]byte, []int) {
+	return file_messages_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Event) GetTimeUnixNano() int64 {
+	if x != nil {
+		return x.TimeUnixNano
+	}
+	return 0
+}
+
+func (x *Event) GetTurn() uint32 {
+	if x != nil {
+		return x.Turn
+	}
+	return 0
+}
+
+func (x *Event) GetStep() uint32 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *Event) GetKind() isEvent_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *Event) GetUser() *UserMessage {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_User); ok {
+			return x.User
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetModel() *ModelMessage {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_Model); ok {
+			return x.Model
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetToolCall() *ToolCall {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_ToolCall); ok {
+			return x.ToolCall
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetToolResult() *ToolResult {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_ToolResult); ok {
+			return x.ToolResult
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetCompaction() *Compaction {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_Compaction); ok {
+			return x.Compaction
+		}
+	}
+	return nil
+}
+
+type isEvent_Kind interface {
+	isEvent_Kind()
+}
+
+type Event_User struct {
+	// user is a message from the user, or context injected for the model.
+	User *UserMessage `protobuf:"bytes,10,opt,name=user,proto3,oneof"`
+}
+
+type Event_Model struct {
+	// model is what the model answered: text and the tool calls it asked for.
+	Model *ModelMessage `protobuf:"bytes,11,opt,name=model,proto3,oneof"`
+}
+
+type Event_ToolCall struct {
+	// tool_call is a tool call as it was run.
+	ToolCall *ToolCall `protobuf:"bytes,12,opt,name=tool_call,json=toolCall,proto3,oneof"`
+}
+
+type Event_ToolResult struct {
+	// tool_result is the result the model was given.
+	ToolResult *ToolResult `protobuf:"bytes,13,opt,name=tool_result,json=toolResult,proto3,oneof"`
+}
+
+type Event_Compaction struct {
+	// compaction shadows the events before it for request building.
+	Compaction *Compaction `protobuf:"bytes,14,opt,name=compaction,proto3,oneof"`
+}
+
+func (*Event_User) isEvent_Kind() {}
+
+func (*Event_Model) isEvent_Kind() {}
+
+func (*Event_ToolCall) isEvent_Kind() {}
+
+func (*Event_ToolResult) isEvent_Kind() {}
+
+func (*Event_Compaction) isEvent_Kind() {}
+
+// UserMessage is a user-role message. A message from a person has no
+// source; injected context names where it came from.
+type UserMessage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Text          string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	Source        *Source                `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserMessage) Reset() {
+	*x = UserMessage{}
+	mi := &file_messages_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserMessage) ProtoMessage() {}
+
+func (x *UserMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserMessage.ProtoReflect.Descriptor instead.
+func (*UserMessage) Descriptor() ([]byte, []int) {
+	return file_messages_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *UserMessage) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *UserMessage) GetSource() *Source {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
+// Source says who injected a message, e.g. {kind: "plugin", plugin:
+// "tmux-context"}.
+type Source struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Plugin        string                 `protobuf:"bytes,2,opt,name=plugin,proto3" json:"plugin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Source) Reset() {
+	*x = Source{}
+	mi := &file_messages_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Source) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Source) ProtoMessage() {}
+
+func (x *Source) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Source.ProtoReflect.Descriptor instead.
+func (*Source) Descriptor() ([]byte, []int) {
+	return file_messages_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Source) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Source) GetPlugin() string {
+	if x != nil {
+		return x.Plugin
+	}
+	return ""
+}
+
+// ModelMessage is one reply of the model.
+type ModelMessage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Text          string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	ToolCalls     []*ToolCall            `protobuf:"bytes,2,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelMessage) Reset() {
+	*x = ModelMessage{}
+	mi := &file_messages_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelMessage) ProtoMessage() {}
+
+func (x *ModelMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelMessage.ProtoReflect.Descriptor instead.
+func (*ModelMessage) Descriptor() ([]byte, []int) {
+	return file_messages_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ModelMessage) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *ModelMessage) GetToolCalls() []*ToolCall {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
+// Compaction replaces, for request building, every event before it (by
+// sequence number) with its summary. The events stay in the log.
+type Compaction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// upto is the sequence number of the first event that is not shadowed.
+	Upto          uint64 `protobuf:"varint,1,opt,name=upto,proto3" json:"upto,omitempty"`
+	Summary       string `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Compaction) Reset() {
+	*x = Compaction{}
+	mi := &file_messages_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Compaction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Compaction) ProtoMessage() {}
+
+func (x *Compaction) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Compaction.ProtoReflect.Descriptor instead.
+func (*Compaction) Descriptor() ([]byte, []int) {
+	return file_messages_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Compaction) GetUpto() uint64 {
+	if x != nil {
+		return x.Upto
+	}
+	return 0
+}
+
+func (x *Compaction) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
 var File_messages_proto protoreflect.FileDescriptor
 
 const file_messages_proto_rawDesc = "" +
@@ -250,7 +631,35 @@ const file_messages_proto_rawDesc = "" +
 	"\x04data\x18\x05 \x01(\fR\x04data\"%\n" +
 	"\n" +
 	"CancelCall\x12\x17\n" +
-	"\acall_id\x18\x01 \x01(\tR\x06callIdB+Z)github.com/dsh-actors/dsh-actors/messagesb\x06proto3"
+	"\acall_id\x18\x01 \x01(\tR\x06callId\"\xf2\x02\n" +
+	"\x05Event\x12$\n" +
+	"\x0etime_unix_nano\x18\x01 \x01(\x03R\ftimeUnixNano\x12\x12\n" +
+	"\x04turn\x18\x02 \x01(\rR\x04turn\x12\x12\n" +
+	"\x04step\x18\x03 \x01(\rR\x04step\x12/\n" +
+	"\x04user\x18\n" +
+	" \x01(\v2\x19.dsh.messages.UserMessageH\x00R\x04user\x122\n" +
+	"\x05model\x18\v \x01(\v2\x1a.dsh.messages.ModelMessageH\x00R\x05model\x125\n" +
+	"\ttool_call\x18\f \x01(\v2\x16.dsh.messages.ToolCallH\x00R\btoolCall\x12;\n" +
+	"\vtool_result\x18\r \x01(\v2\x18.dsh.messages.ToolResultH\x00R\n" +
+	"toolResult\x12:\n" +
+	"\n" +
+	"compaction\x18\x0e \x01(\v2\x18.dsh.messages.CompactionH\x00R\n" +
+	"compactionB\x06\n" +
+	"\x04kind\"O\n" +
+	"\vUserMessage\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x12,\n" +
+	"\x06source\x18\x02 \x01(\v2\x14.dsh.messages.SourceR\x06source\"4\n" +
+	"\x06Source\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06plugin\x18\x02 \x01(\tR\x06plugin\"Y\n" +
+	"\fModelMessage\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x125\n" +
+	"\n" +
+	"tool_calls\x18\x02 \x03(\v2\x16.dsh.messages.ToolCallR\ttoolCalls\":\n" +
+	"\n" +
+	"Compaction\x12\x12\n" +
+	"\x04upto\x18\x01 \x01(\x04R\x04upto\x12\x18\n" +
+	"\asummary\x18\x02 \x01(\tR\asummaryB+Z)github.com/dsh-actors/dsh-actors/messagesb\x06proto3"
 
 var (
 	file_messages_proto_rawDescOnce sync.Once
@@ -264,18 +673,30 @@ func file_messages_proto_rawDescGZIP() []byte {
 	return file_messages_proto_rawDescData
 }
 
-var file_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_messages_proto_goTypes = []any{
-	(*ToolCall)(nil),   // 0: dsh.messages.ToolCall
-	(*ToolResult)(nil), // 1: dsh.messages.ToolResult
-	(*CancelCall)(nil), // 2: dsh.messages.CancelCall
+	(*ToolCall)(nil),     // 0: dsh.messages.ToolCall
+	(*ToolResult)(nil),   // 1: dsh.messages.ToolResult
+	(*CancelCall)(nil),   // 2: dsh.messages.CancelCall
+	(*Event)(nil),        // 3: dsh.messages.Event
+	(*UserMessage)(nil),  // 4: dsh.messages.UserMessage
+	(*Source)(nil),       // 5: dsh.messages.Source
+	(*ModelMessage)(nil), // 6: dsh.messages.ModelMessage
+	(*Compaction)(nil),   // 7: dsh.messages.Compaction
 }
 var file_messages_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	4, // 0: dsh.messages.Event.user:type_name -> dsh.messages.UserMessage
+	6, // 1: dsh.messages.Event.model:type_name -> dsh.messages.ModelMessage
+	0, // 2: dsh.messages.Event.tool_call:type_name -> dsh.messages.ToolCall
+	1, // 3: dsh.messages.Event.tool_result:type_name -> dsh.messages.ToolResult
+	7, // 4: dsh.messages.Event.compaction:type_name -> dsh.messages.Compaction
+	5, // 5: dsh.messages.UserMessage.source:type_name -> dsh.messages.Source
+	0, // 6: dsh.messages.ModelMessage.tool_calls:type_name -> dsh.messages.ToolCall
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_messages_proto_init() }
@@ -283,13 +704,20 @@ func file_messages_proto_init() {
 	if File_messages_proto != nil {
 		return
 	}
+	file_messages_proto_msgTypes[3].OneofWrappers = []any{
+		(*Event_User)(nil),
+		(*Event_Model)(nil),
+		(*Event_ToolCall)(nil),
+		(*Event_ToolResult)(nil),
+		(*Event_Compaction)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_proto_rawDesc), len(file_messages_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
