@@ -13,8 +13,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dsh-actors/dsh-actors/actors/tmuxprobe"
 	"github.com/dsh-actors/dsh-actors/bench"
 	"github.com/dsh-actors/dsh-actors/config"
+	"github.com/dsh-actors/dsh-actors/executor"
 	"github.com/dsh-actors/dsh-actors/host"
 )
 
@@ -44,6 +46,11 @@ Commands:
       Throw random faults at N agents' shells, terminals and tasks for D
       (kill -9, timeouts, exits, task kills, closes, cancellations), check
       every answer, and count what is left after the host stops.
+
+  tmux-location
+      Print this process's tmux location (session, window, pane, active
+      flags, layout) as it would be injected; print nothing and exit 1 when
+      not in a tmux pane of its own.
 
   help
       Show this text.
@@ -80,6 +87,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdCall(ctx, args[1:], stdin, stdout, stderr)
 	case "bench":
 		err = cmdBench(ctx, args[1:], stdout, stderr)
+	case "tmux-location":
+		loc, ok, err := tmuxprobe.Read(ctx, executor.New(nil), os.Getpid())
+		if err != nil {
+			fmt.Fprintf(stderr, "dsh-actors: %v\n", err)
+			return 1
+		}
+		if !ok {
+			return 1
+		}
+		fmt.Fprintln(stdout, loc.State())
+		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -351,3 +351,13 @@ func TestSignalEndsAnIdleCall(t *testing.T) {
 		t.Fatalf("result %q (%v)", out.Bytes(), e)
 	}
 }
+
+// Outside a tmux pane of its own (here, with $TMUX_PANE unset), the command
+// prints nothing and exits 1; inside one, see actors/tmuxprobe's tests.
+func TestTmuxLocationOutsideTmux(t *testing.T) {
+	t.Setenv("TMUX_PANE", "")
+	var stdout, stderr strings.Builder
+	if code := run([]string{"tmux-location"}, strings.NewReader(""), &stdout, &stderr); code != 1 || stdout.Len() != 0 || stderr.Len() != 0 {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}
