@@ -55,8 +55,11 @@ func waitGone(procs []string, timeout time.Duration) []string {
 			continue // already gone
 		}
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		ms := int(time.Until(deadline) / time.Millisecond)
-		n, _ := unix.Poll(fds, max(ms, 0))
+		n, err := 0, unix.EINTR
+		for err == unix.EINTR { // the Go runtime's own signals (SIGURG) interrupt poll
+			ms := int(time.Until(deadline) / time.Millisecond)
+			n, err = unix.Poll(fds, max(ms, 0))
+		}
 		unix.Close(fd)
 		if n <= 0 {
 			left = append(left, p)
