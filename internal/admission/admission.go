@@ -56,11 +56,13 @@ type Ticket struct {
 
 // Enter asks for a slot. When one is free and nobody waits, it returns a
 // ticket holding it and true. Otherwise it returns a waiting ticket and
-// false, and later calls admitted (if not nil) with that ticket, from another
-// goroutine, when it gets its slot; never after Leave. admitted runs with the
-// gate's lock held, so that no Leave can overtake it: it must return quickly
-// and not use the gate (sending a message to an actor is what it is for). A
-// nil gate admits at once.
+// false, and later calls admitted (if not nil) with that ticket, from the
+// goroutine that freed the slot, when it gets its slot. admitted may use the
+// gate (an actor's message can be handled on the sender's goroutine, by a
+// synchronized dispatcher, and end in another Enter or Leave), so it runs
+// outside the gate's lock: a Leave of the ticket that races with the grant
+// can come before it, and the receiver must tell (Ticket.Holds). A nil gate
+// admits at once.
 func (g *Gate) Enter(admitted func(*Ticket)) (*Ticket, bool) {
 	if g == nil {
 		return nil, true
@@ -97,8 +99,20 @@ func (t *Ticket) Leave() {
 		g.queue.Remove(t.elem)
 	}
 	t.state, t.elem = stateLeft, nil
-	g.grantLocked()
+	grants := g.grantLocked()
 	g.mu.Unlock()
+	tell(grants)
+}
+
+// Holds reports whether the ticket holds a slot now: admitted, not left,
+// and its lease not over.
+func (t *Ticket) Holds() bool {
+	if t == nil {
+		return true
+	}
+	t.g.mu.Lock()
+	defer t.g.mu.Unlock()
+	return t.state == stateAdmitted
 }
 
 // Lapsed reports whether the ticket's lease ended while it was admitted.
@@ -118,16 +132,25 @@ func (g *Gate) admit(t *Ticket) {
 	t.elem = g.held.PushBack(t)
 }
 
-// grantLocked gives free slots to the front of the queue and tells each
-// ticket so; g.mu is held.
-func (g *Gate) grantLocked() {
+// grantLocked gives free slots to the front of the queue and returns the
+// tickets to tell; g.mu is held.
+func (g *Gate) grantLocked() []*Ticket {
+	var grants []*Ticket
 	for g.free > 0 && g.queue.Len() > 0 {
 		t := g.queue.Remove(g.queue.Front()).(*Ticket)
 		g.free--
 		g.admit(t)
 		if t.admitted != nil {
-			t.admitted(t)
+			grants = append(grants, t)
 		}
+	}
+	return grants
+}
+
+// tell calls the admitted functions of grants, without g.mu.
+func tell(grants []*Ticket) {
+	for _, t := range grants {
+		t.admitted(t)
 	}
 }
 
@@ -144,11 +167,12 @@ func (g *Gate) expire() {
 		t.state, t.elem = stateLapsed, nil
 		g.free++
 	}
-	g.grantLocked()
+	grants := g.grantLocked()
 	if g.queue.Len() > 0 {
 		g.armLocked(now)
 	}
 	g.mu.Unlock()
+	tell(grants)
 }
 
 // armLocked sets the timer to the end of the oldest lease; g.mu is held.

@@ -30,9 +30,12 @@
 //
 // A Gate is safe for concurrent use. Enter answers at once when a slot is
 // free; otherwise the admission is announced later by calling the function
-// given to Enter, from another goroutine, with the gate's lock held (an
-// actor passes a function that sends itself a message), so that it never
-// comes after the ticket's Leave. Ticket.Leave may be called at any moment, from
-// any goroutine, any number of times: it gives the slot back, or withdraws
-// from the queue, exactly once. A nil *Gate admits everything at once.
+// given to Enter (an actor passes one that sends itself a message), on the
+// goroutine that freed the slot and outside the gate's lock, since the
+// message may be handled right there and use the gate again (protoactor's
+// synchronized dispatcher runs the receiver on the sender's goroutine). A
+// Leave racing with the grant may come first; Ticket.Holds tells.
+// Ticket.Leave may be called at any moment, from any goroutine, any number
+// of times: it gives the slot back, or withdraws from the queue, exactly
+// once. A nil *Gate admits everything at once.
 package admission
