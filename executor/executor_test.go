@@ -40,31 +40,28 @@ func TestARunGivesOutputAndStatus(t *testing.T) {
 
 func TestATimeoutKillsTheWholeGroup(t *testing.T) {
 	e := executor.New(nil)
-	marker := "31337.25"
-	res := run(t, e, executor.Request{Argv: []string{"bash", "-c", "sleep " + marker + " & sleep " + marker}, Timeout: 100 * time.Millisecond})
+	mark := testkit.ProcessMark(t)
+	res := run(t, e, executor.Request{Argv: []string{"bash", "-c", "sleep 600 & sleep 600"}, Env: []string{mark}, Timeout: 100 * time.Millisecond})
 	if !res.TimedOut {
 		t.Fatalf("%+v", res)
 	}
-	if left := testkit.CommandsRunning("sleep " + marker); len(left) > 0 {
-		t.Fatalf("left running after the timeout: %v", left)
-	}
+	testkit.MarkedGone(t, mark, "the timeout")
 	// A clean exit that leaves a child behind: the child goes too.
-	res = run(t, e, executor.Request{Argv: []string{"bash", "-c", "sleep " + marker + " >/dev/null & echo done"}})
+	res = run(t, e, executor.Request{Argv: []string{"bash", "-c", "sleep 600 >/dev/null & echo done"}, Env: []string{mark}})
 	if res.Stdout != "done\n" || res.ExitCode != 0 {
 		t.Fatalf("%+v", res)
 	}
-	if left := testkit.CommandsRunning("sleep " + marker); len(left) > 0 {
-		t.Fatalf("a child left behind by a clean exit still runs: %v", left)
-	}
+	testkit.MarkedGone(t, mark, "a clean exit that left a child")
 }
 
 func TestACancelledRunReturnsTheContextsError(t *testing.T) {
 	e := executor.New(nil)
+	mark := testkit.ProcessMark(t)
 	sig, started := testkit.Signal(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := e.Run(ctx, executor.Request{Argv: []string{"bash", "-c", "echo > " + sig + "; sleep 31337.5"}})
+		_, err := e.Run(ctx, executor.Request{Argv: []string{"bash", "-c", "echo > " + sig + "; sleep 600"}, Env: []string{mark}})
 		errc <- err
 	}()
 	started()
@@ -72,9 +69,7 @@ func TestACancelledRunReturnsTheContextsError(t *testing.T) {
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("%v, want context.Canceled", err)
 	}
-	if left := testkit.CommandsRunning("sleep 31337.5"); len(left) > 0 {
-		t.Fatalf("left running after cancellation: %v", left)
-	}
+	testkit.MarkedGone(t, mark, "the cancellation")
 }
 
 func TestThePolicyRefusesOrRewrites(t *testing.T) {

@@ -35,12 +35,19 @@ func ProcessMark(t testing.TB) string {
 		t.Fatal(err)
 	}
 	entry := "DSH_TEST_MARK=" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		if left := waitGone(MarkedProcesses(entry), Timeout); len(left) > 0 {
-			t.Errorf("testkit: %d process(es) survived the test: %s", len(left), strings.Join(left, "; "))
-		}
-	})
+	t.Cleanup(func() { MarkedGone(t, entry, "the test") })
 	return entry
+}
+
+// MarkedGone fails the test (without stopping it) unless every process
+// whose environment holds entry is gone within Timeout; a SIGKILLed process
+// lingers a moment, and its exit is waited for on a pidfd. what names the
+// moment in the message ("the test", "the timeout").
+func MarkedGone(t testing.TB, entry, what string) {
+	t.Helper()
+	if left := waitGone(MarkedProcesses(entry), Timeout); len(left) > 0 {
+		t.Errorf("testkit: %d process(es) survived %s: %s", len(left), what, strings.Join(left, "; "))
+	}
 }
 
 // waitGone waits until each listed process ("pid comm") has exited, using
