@@ -21,6 +21,10 @@ type Config struct {
 	Terminal terminal.Config `yaml:"terminal"`
 	// Admission configures the host's gate for bash calls.
 	Admission Admission `yaml:"admission"`
+	// Session configures the session log.
+	Session Session `yaml:"session"`
+	// TmuxContext configures the tmux location plugin.
+	TmuxContext TmuxContext `yaml:"tmuxContext"`
 }
 
 // Default returns the configuration used when there is no file.
@@ -30,7 +34,7 @@ func Default() Config {
 
 // Validate checks every section.
 func (c Config) Validate() error {
-	return errors.Join(c.Bash.Validate(), c.Terminal.Validate(), c.Admission.Validate())
+	return errors.Join(c.Bash.Validate(), c.Terminal.Validate(), c.Admission.Validate(), c.Session.Validate(), c.TmuxContext.Validate())
 }
 
 // Parse reads YAML on top of the defaults and validates the result. name is

@@ -16,8 +16,10 @@ import (
 	"github.com/dsh-actors/dsh-actors/actors/shell"
 	"github.com/dsh-actors/dsh-actors/actors/terminal"
 	"github.com/dsh-actors/dsh-actors/config"
+	"github.com/dsh-actors/dsh-actors/executor"
 	"github.com/dsh-actors/dsh-actors/internal/sigstate"
 	"github.com/dsh-actors/dsh-actors/messages"
+	"github.com/dsh-actors/dsh-actors/sessionlog"
 )
 
 // ErrStopped is returned by calls on a host that has been stopped.
@@ -40,6 +42,17 @@ type Options struct {
 	// warnings and errors only. The actor system made for the host logs
 	// warnings and errors only.
 	Logger *slog.Logger
+	// SessionLog is the session log the agents append to, owned by the
+	// caller. Nil means the file of the configuration's session.path, which
+	// the host opens at the first use of a session feature and closes in
+	// Stop.
+	SessionLog *sessionlog.Log
+	// Listeners run before each step of every agent, after the plugins the
+	// configuration turns on (the tmux location).
+	Listeners []agent.Listener
+	// Executor runs plugins' commands; nil means one with
+	// executor.AllowAll.
+	Executor *executor.Executor
 }
 
 // Host runs agents. It is safe for concurrent use.
@@ -60,6 +73,10 @@ type Host struct {
 	stopErr  error
 	// reaping counts agents whose processes are still being killed.
 	reaping sync.WaitGroup
+	// session opens the session log once; ownLog: the host opened it, and
+	// closes it in Stop.
+	session func() (*sessionlog.Log, error)
+	ownLog  atomic.Pointer[sessionlog.Log]
 }
 
 // dispatcher runs every actor of the host on the goroutine that sends it a
@@ -95,8 +112,12 @@ func Start(opts Options) (*Host, error) {
 		h.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
 		h.ownSystem = true
 	}
+	h.session = sessionOpener(h, opts.SessionLog, cfg.Session)
+	listeners := append(plugins(cfg, opts.Executor, log), opts.Listeners...)
+	gate := cfg.Admission.NewGate()
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return newHostActor(h, agentOptions{cfg: cfg, dir: opts.Dir, env: opts.Env, log: log, gate: cfg.Admission.NewGate()})
+		return newHostActor(h, agentOptions{cfg: cfg, dir: opts.Dir, env: opts.Env, log: log, gate: gate,
+			session: h.session, listeners: listeners})
 	}, actor.WithGuardian(resumeGuardian), actor.WithDispatcher(dispatcher))
 	pid, err := h.system.Root.SpawnNamed(props, "dsh-host-"+h.system.ProcessRegistry.NextId())
 	if err != nil {
@@ -281,6 +302,11 @@ func (h *Host) Stop(ctx context.Context) error {
 			}
 			// Every agent has terminated; their processes may still be dying.
 			h.reaping.Wait()
+			if l := h.ownLog.Load(); l != nil {
+				if err := l.Close(); err != nil && h.stopErr == nil {
+					h.stopErr = fmt.Errorf("host: closing the session log: %w", err)
+				}
+			}
 			if h.ownSystem {
 				h.system.Shutdown()
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/internal/admission"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
+	"github.com/dsh-actors/dsh-actors/sessionlog"
 	"github.com/dsh-actors/dsh-actors/supervision"
 )
 
@@ -34,6 +35,9 @@ type agentOptions struct {
 	env  []string
 	log  *slog.Logger
 	gate *admission.Gate
+	// session opens the session log; listeners run before each step.
+	session   func() (*sessionlog.Log, error)
+	listeners []agent.Listener
 }
 
 // agentPolicy: an agent that panics is restarted (its children are stopped
@@ -173,6 +177,8 @@ func (a *hostActor) spawn(ctx actor.Context, id string) any {
 		Reaper:     reaper,
 		Gate:       a.opts.gate,
 		Dispatcher: dispatcher,
+		Session:    a.opts.session,
+		Listeners:  a.opts.listeners,
 	}), id)
 	if err != nil {
 		return fmt.Errorf("host: starting agent %q: %w", id, err)

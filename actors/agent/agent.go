@@ -17,6 +17,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 	"github.com/dsh-actors/dsh-actors/internal/safetext"
 	"github.com/dsh-actors/dsh-actors/messages"
+	"github.com/dsh-actors/dsh-actors/sessionlog"
 	"github.com/dsh-actors/dsh-actors/supervision"
 )
 
@@ -46,6 +47,13 @@ type Options struct {
 	// ShellPolicy is how the agent supervises its shell. The zero value means
 	// DefaultShellPolicy.
 	ShellPolicy *supervision.Policy
+	// Session opens the session log the agent appends to (called on the
+	// session goroutine, at its first use; the host opens its file once for
+	// all agents). Nil, or a nil log, means no session log: the session
+	// protocol is answered with ErrNoSessionLog.
+	Session func() (*sessionlog.Log, error)
+	// Listeners run before each step, in this order (see Listener).
+	Listeners []Listener
 }
 
 // DefaultShellPolicy restarts the shell after each reset (timeout, exit,
@@ -87,6 +95,8 @@ type Actor struct {
 	// producer): what the failed agent had, so that a later call naming one
 	// of its terminals or tasks is told what happened to it.
 	lost *lostNote
+	// session runs the session protocol; started at its first message.
+	session *session
 }
 
 // lostNote says what an agent restart took away.
@@ -170,6 +180,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 		// processes. No restart may be scheduled meanwhile. What they have
 		// of calls is answered here, as their answers may not get through.
 		a.strategy.Stopping()
+		if a.session != nil {
+			a.session.stop() // waits out the request it is on, cut short
+			a.session = nil
+		}
 		why := "the agent is stopping"
 		if _, ok := m.(*actor.Restarting); ok {
 			why = "the agent failed and is restarting; its shell, terminals and tasks are gone"
@@ -194,6 +208,11 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *actor.Stopped:
 	case *messages.ToolCall:
 		a.dispatch(ctx, m)
+	case *Record, *Inject, *PrepareStep, *BeginTurn:
+		if a.session == nil {
+			a.session = newSession(a, ctx.ActorSystem().Root)
+		}
+		a.session.add(sessionWork{msg: m, sender: ctx.Sender()})
 	case *messages.CancelCall:
 		// The child that has the call withdraws it; nobody waits for its
 		// answer any more.
