@@ -25,6 +25,10 @@ func TestMain(m *testing.M) {
 		child(out)
 		return
 	}
+	if log := os.Getenv("TMUXPROBE_TURNS"); log != "" {
+		turns(log)
+		return
+	}
 	testkit.Main(m)
 }
 
