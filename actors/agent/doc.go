@@ -11,6 +11,10 @@
 //   - *messages.CancelCall: passed to the children that may hold the call.
 //   - *actor.Terminated: a child is gone; a shell is spawned afresh on the
 //     next call.
+//   - The session protocol: *BeginTurn, *PrepareStep, *Record and *Inject,
+//     answered with *TurnBegun, *StepPrepared and *Recorded. They run one
+//     at a time, in order, on the agent's session goroutine (appends wait
+//     for a disk sync; listeners run programs), never in Receive.
 //
 // Any other message is logged as unexpected.
 //
@@ -31,8 +35,12 @@
 //
 // # Goroutines
 //
-// None of its own: its timers (terminal_list's bound) are time.AfterFunc
-// timers that send it a message. The processes of its children are killed
+// One, started at the first session message: the session goroutine, which
+// runs the session protocol and the pre-step listeners. Stopping or
+// restarting the agent cancels its context, waits for it (for the request
+// it is on, cut short), and answers the requests still queued with an
+// error. The timers (terminal_list's bound) are time.AfterFunc timers that
+// send the agent a message. The processes of its children are killed
 // by the Reaper in Options, which the agent's owner waits for after
 // stopping it.
 package agent

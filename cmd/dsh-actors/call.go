@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/dsh-actors/dsh-actors/host"
 )
@@ -88,6 +90,16 @@ func runCall(ctx context.Context, h *host.Host, in io.Reader, out io.Writer) err
 				return
 			}
 			res := resultLine{ID: j.call.ID, Line: j.line, Agent: j.call.Agent, Tool: j.call.Tool}
+			if op, ok := strings.CutPrefix(j.call.Tool, sessionPrefix); ok {
+				data, err := sessionCall(ctx, h, j.call.Agent, op, j.call.Args)
+				res.Data, _ = json.Marshal(data)
+				res.Text, res.IsError = "ok", false
+				if err != nil {
+					res.Text, res.IsError = err.Error(), true
+				}
+				lw.write(res)
+				continue
+			}
 			r, err := h.Call(ctx, j.call.Agent, j.call.Tool, j.call.Args)
 			switch {
 			case err != nil && ctx.Err() != nil && signalled.Load():

@@ -29,6 +29,8 @@ Commands:
       and write one JSON result a line to stdout:
         {"id":1,"line":1,"agent":"a1","tool":"bash","text":"hi\n","isError":false,"data":{...}}
       All lines share one host: an agent's shell persists from line to line.
+      Tools named session.begin_turn, session.prepare_step, session.record
+      and session.inject speak the session protocol (see the README).
       Calls of one agent run in order; different agents run at once, so
       their results may interleave. Bad lines get an error result.
 

@@ -361,3 +361,36 @@ func TestTmuxLocationOutsideTmux(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
 }
+
+// A harness in any language drives turns with session lines: begin a turn,
+// inject, record the model's message, prepare the next step and see it all.
+func TestCallSpeaksTheSessionProtocol(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	os.WriteFile(cfg, []byte("session:\n  path: "+filepath.Join(t.TempDir(), "sessions.db")+"\n"), 0o600)
+	in := strings.Join([]string{
+		`{"agent":"a","tool":"session.begin_turn","args":{"text":"hello"}}`,
+		`{"agent":"a","tool":"session.inject","args":{"text":"context","source":{"kind":"plugin","plugin":"mine"}}}`,
+		`{"agent":"a","tool":"session.record","args":{"event":{"turn":1,"step":1,"model":{"text":"hi there"}}}}`,
+		`{"agent":"a","tool":"session.prepare_step","args":{"turn":1,"step":2,"visible":true}}`,
+		`{"agent":"a","tool":"session.record","args":{"event":{"bogus":1}}}`,
+		`{"agent":"a","tool":"session.prepare_step","args":{"turn":0,"step":1}}`,
+		`{"agent":"a","tool":"session.nope"}`,
+	}, "\n") + "\n"
+	var out, stderr bytes.Buffer
+	if code := run([]string{"call", "--config", cfg}, strings.NewReader(in), &out, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 7 {
+		t.Fatalf("%d lines:\n%s", len(lines), out.String())
+	}
+	for i, want := range []string{`"data":{"turn":1}`, `"data":{"seq":2}`, `"data":{"seq":3}`, `"visible_count":3`,
+		`is not a session event`, `turns and steps count from 1`, `unknown session operation`} {
+		if !strings.Contains(lines[i], want) {
+			t.Errorf("line %d: %s, want %s", i+1, lines[i], want)
+		}
+	}
+	if !strings.Contains(lines[3], `"user":{"text":"context","source":{"kind":"plugin","plugin":"mine"}}`) || !strings.Contains(lines[3], `"model":{"text":"hi there"}`) {
+		t.Errorf("the visible events: %s", lines[3])
+	}
+}
