@@ -74,6 +74,20 @@ func turns(path string) {
 		case "quit":
 			fmt.Fprintln(resp, "bye")
 			return
+		case "bench-due", "bench-suppressed":
+			// n first steps of fresh turns: due ones read tmux (and inject
+			// only the first time); suppressed ones stop at the interval.
+			n, _ := strconv.Atoi(f[1])
+			b := lis
+			if f[0] == "bench-suppressed" {
+				b = &tmuxprobe.Listener{Executor: lis.Executor, PID: lis.PID, RefreshInterval: time.Hour}
+			}
+			start := time.Now()
+			for i := range n {
+				b.PreStep(context.Background(), &agent.Step{Agent: "a", Turn: uint32(1000 + i), Step: 1, Log: l})
+			}
+			fmt.Fprintf(resp, "%d\n", time.Since(start).Nanoseconds()/int64(n))
+			continue
 		}
 		n, last := countInjections(l)
 		fmt.Fprintf(resp, "%d %q\n", n, last)
@@ -82,7 +96,7 @@ func turns(path string) {
 
 // driver talks to one turns child at a time.
 type driver struct {
-	t         *testing.T
+	t         testing.TB
 	ctl, resp string
 	w, rf     *os.File
 	r         *bufio.Reader
@@ -152,8 +166,11 @@ func (d *driver) count(cmd string) int {
 	return n
 }
 
-func TestTheLocationIsInjectedOncePerChange(t *testing.T) {
-	s := startServer(t)
+// startTurns starts a session whose one pane runs the turns child twice
+// (the second is the host restarted), and connects to the first.
+func startTurns(s *server, session string) *driver {
+	t := s.t
+	t.Helper()
 	dir := t.TempDir()
 	d := &driver{t: t, ctl: filepath.Join(dir, "ctl"), resp: filepath.Join(dir, "resp")}
 	for _, p := range []string{d.ctl, d.resp} {
@@ -164,10 +181,15 @@ func TestTheLocationIsInjectedOncePerChange(t *testing.T) {
 	self, _ := os.Executable()
 	log := filepath.Join(dir, "sessions.db")
 	env := fmt.Sprintf("env TMUXPROBE_TURNS=%s TMUXPROBE_CTL=%s TMUXPROBE_RESP=%s %s -test.run=^$", log, d.ctl, d.resp, self)
-	// The pane runs the child twice: the second is the host restarted.
-	s.tmux("new-session", "-d", "-s", "work", "-n", "editor", "-x", "120", "-y", "40", env+"; "+env)
-	pane := strings.TrimSpace(s.tmux("display-message", "-p", "-t", "work:", "#{pane_id}"))
+	s.tmux("new-session", "-d", "-s", session, "-n", "editor", "-x", "120", "-y", "40", env+"; "+env)
 	d.connect()
+	return d
+}
+
+func TestTheLocationIsInjectedOncePerChange(t *testing.T) {
+	s := startServer(t)
+	d := startTurns(s, "work")
+	pane := strings.TrimSpace(s.tmux("display-message", "-p", "-t", "work:", "#{pane_id}"))
 	steps := []struct {
 		before func()
 		cmd    string
@@ -206,6 +228,26 @@ func TestTheLocationIsInjectedOncePerChange(t *testing.T) {
 		t.Fatalf("a corrupt earlier reading: %d injections, want 6 (read again)", got)
 	}
 	d.quit()
+}
+
+// BenchmarkListener measures a turn's first step in a real pane: a due
+// reading (the tmux query runs; the location is unchanged, so nothing is
+// injected) and one suppressed by the refresh interval (the log is scanned,
+// tmux is not asked).
+func BenchmarkListener(b *testing.B) {
+	for _, kind := range []string{"due", "suppressed"} {
+		b.Run(kind, func(b *testing.B) {
+			d := startTurns(startServer(b), "bench")
+			defer d.quit()
+			d.count("turn 1") // the first reading, injected
+			b.ResetTimer()
+			ns, err := strconv.ParseInt(d.do(fmt.Sprintf("bench-%s %d", kind, b.N)), 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(ns)/1e6, "ms/turn")
+		})
+	}
 }
 
 func stepIn(t *testing.T, l *sessionlog.Log, turn, step uint32) *agent.Step {

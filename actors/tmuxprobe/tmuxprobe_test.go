@@ -58,12 +58,12 @@ func child(out string) {
 
 // server is a tmux server on a private socket, killed when the test ends.
 type server struct {
-	t      *testing.T
+	t      testing.TB
 	socket string
 	mark   string
 }
 
-func startServer(t *testing.T) *server {
+func startServer(t testing.TB) *server {
 	t.Helper()
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Fatal("tmux is not installed (.ci/run installs it)")
