@@ -89,3 +89,19 @@ func TestSeveralErrorsAtOnce(t *testing.T) {
 		t.Fatalf("want both keys reported, got %v", err)
 	}
 }
+
+func TestTmuxContextIntervalIsAWholeNonNegativeNumber(t *testing.T) {
+	for _, bad := range []string{"1.5", "soon", `"12"`, "-3", "9007199254740992"} {
+		_, err := Parse("x.yaml", []byte("tmuxContext:\n  refreshIntervalMs: "+bad+"\n"))
+		if err == nil {
+			t.Errorf("refreshIntervalMs %s was accepted", bad)
+		}
+	}
+	cfg, err := Parse("x.yaml", []byte("tmuxContext:\n  enabled: true\n  refreshIntervalMs: 60000\n"))
+	if err != nil || !cfg.TmuxContext.Enabled || cfg.TmuxContext.RefreshIntervalMs != 60000 {
+		t.Fatalf("%+v %v", cfg.TmuxContext, err)
+	}
+	if _, err := Parse("x.yaml", []byte("session:\n  path: relative/x.db\n")); err == nil || !strings.Contains(err.Error(), "session.path") {
+		t.Fatalf("a relative session path: %v", err)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Session configures the session log (the "session" section).
@@ -44,7 +46,21 @@ type TmuxContext struct {
 	// RefreshIntervalMs, when positive, suppresses a reading (the query and
 	// the injection) within that many milliseconds of the latest injection;
 	// 0 injects on every turn whose location changed.
-	RefreshIntervalMs int64 `yaml:"refreshIntervalMs"`
+	RefreshIntervalMs WholeNumber `yaml:"refreshIntervalMs"`
+}
+
+// WholeNumber is an integer that the YAML must write as one: yaml.v3 would
+// take 1.5 for 1, and "soon" for an error that names no key.
+type WholeNumber int64
+
+// UnmarshalYAML accepts a YAML integer only.
+func (n *WholeNumber) UnmarshalYAML(node *yaml.Node) error {
+	var v int64
+	if node.Kind != yaml.ScalarNode || node.ShortTag() != "!!int" || node.Decode(&v) != nil {
+		return fmt.Errorf("line %d: %q is not a whole number", node.Line, node.Value)
+	}
+	*n = WholeNumber(v)
+	return nil
 }
 
 // maxSafeInteger is the largest integer a JSON number holds exactly (the

@@ -53,7 +53,7 @@ func plugins(cfg config.Config, ex *executor.Executor, log *slog.Logger) []agent
 		}
 		ls = append(ls, &tmuxprobe.Listener{
 			Executor:        ex,
-			RefreshInterval: time.Duration(cfg.TmuxContext.RefreshIntervalMs) * time.Millisecond,
+			RefreshInterval: time.Duration(int64(cfg.TmuxContext.RefreshIntervalMs)) * time.Millisecond,
 			PID:             os.Getpid(),
 			Logger:          log,
 		})

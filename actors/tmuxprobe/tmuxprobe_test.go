@@ -11,9 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dsh-actors/dsh-actors/actors/agent"
 	"github.com/dsh-actors/dsh-actors/actors/tmuxprobe"
 	"github.com/dsh-actors/dsh-actors/executor"
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
+	"github.com/dsh-actors/dsh-actors/sessionlog"
 )
 
 // The test binary runs itself inside a tmux pane as a child: with
@@ -134,6 +136,19 @@ func TestAnInheritedPaneOrNoneIsNotTmux(t *testing.T) {
 	t.Setenv("TMUX_PANE", pane)
 	if _, ok, err := tmuxprobe.Read(context.Background(), ex, os.Getpid()); ok || err != nil {
 		t.Fatalf("an inherited $TMUX_PANE: ok %v, err %v", ok, err)
+	}
+	// And the listener injects nothing for it.
+	l, err := sessionlog.Open(filepath.Join(t.TempDir(), "sessions.db"), sessionlog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	lis := &tmuxprobe.Listener{Executor: ex, PID: os.Getpid()}
+	if err := lis.PreStep(context.Background(), &agent.Step{Agent: "a", Turn: 1, Step: 1, Log: l}); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := countInjections(l); n != 0 {
+		t.Fatalf("an inherited $TMUX_PANE injected %d readings", n)
 	}
 	t.Setenv("TMUX_PANE", "")
 	if _, ok, err := tmuxprobe.Read(context.Background(), ex, os.Getpid()); ok || err != nil {
