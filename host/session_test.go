@@ -186,3 +186,20 @@ func TestInjectAndRecordNeedNoTurn(t *testing.T) {
 		t.Fatal("a compaction of events that do not exist was recorded")
 	}
 }
+
+// panicky is a listener with a bug.
+type panicky struct{}
+
+func (panicky) Name() string { return "panicky" }
+func (panicky) PreStep(context.Context, *agent.Step) error { panic("listener bug") }
+
+func TestAListenerThatPanicsFailsTheStepNotTheHost(t *testing.T) {
+	h := sessionHost(t, filepath.Join(t.TempDir(), "sessions.db"), panicky{})
+	_, err := h.PrepareStep(context.Background(), "a", 1, 1)
+	if err == nil || !strings.Contains(err.Error(), "panicky") || !strings.Contains(err.Error(), "listener bug") {
+		t.Fatalf("%v", err)
+	}
+	if _, err := h.BeginTurn(context.Background(), "a", "still here"); err != nil {
+		t.Fatal(err)
+	}
+}

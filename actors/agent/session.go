@@ -142,9 +142,24 @@ func (s *session) add(w sessionWork) {
 	}
 }
 
+// runListener runs one listener; a panic in it fails the step instead of
+// the process.
+func runListener(ctx context.Context, l Listener, st *Step) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panicked: %v", p)
+		}
+	}()
+	return l.PreStep(ctx, st)
+}
+
+// stopWait bounds how long a stopping agent waits for the session
+// goroutine: a listener that ignores its context must not hang the host.
+const stopWait = 5 * time.Second
+
 // stop ends the goroutine after the request it is on and answers the rest
-// with an error; it waits for the goroutine (at most one request's time, cut
-// short by the cancelled context).
+// with an error; it waits for the goroutine (the request it is on, cut
+// short by the cancelled context), at most stopWait.
 func (s *session) stop() {
 	s.cancel()
 	s.mu.Lock()
@@ -159,7 +174,11 @@ func (s *session) stop() {
 	case s.wake <- struct{}{}:
 	default:
 	}
-	<-s.done
+	select {
+	case <-s.done:
+	case <-time.After(stopWait):
+		s.log.Warn("agent: a session request (a pre-step listener?) did not return within "+stopWait.String()+" of the agent stopping; it is left running")
+	}
 }
 
 func (s *session) run() {
@@ -236,7 +255,7 @@ func (s *session) prepare(log *sessionlog.Log, m *PrepareStep) *StepPrepared {
 			break
 		}
 		start := time.Now()
-		if err := l.PreStep(s.ctx, st); err != nil {
+		if err := runListener(s.ctx, l, st); err != nil {
 			if !errors.Is(err, ErrStepCancelled) {
 				err = fmt.Errorf("agent: pre-step listener %s (turn %d, step %d, after %v): %w", l.Name(), m.Turn, m.Step, time.Since(start).Round(time.Millisecond), err)
 			}
