@@ -50,9 +50,9 @@ type lineWriter struct {
 }
 
 func (lw *lineWriter) write(r resultLine) {
-	b, err := json.Marshal(r)
+	b, err := marshalLine(r)
 	if err != nil {
-		b, _ = json.Marshal(resultLine{Line: r.Line, Text: "call: encoding the result: " + err.Error(), IsError: true})
+		b, _ = marshalLine(resultLine{Line: r.Line, Text: "call: encoding the result: " + err.Error(), IsError: true})
 	}
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
@@ -321,4 +321,16 @@ func (q *jobQueue) pop() (job, bool) {
 	j := q.jobs[0]
 	q.jobs = q.jobs[1:]
 	return j, true
+}
+
+// marshalLine encodes r without HTML escaping: a prompt such as ">>> " is
+// written as it is, not as \u003e\u003e\u003e.
+func marshalLine(r resultLine) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -394,3 +394,16 @@ func TestCallSpeaksTheSessionProtocol(t *testing.T) {
 		t.Errorf("the visible events: %s", lines[3])
 	}
 }
+
+// Results are JSON without HTML escaping: a prompt reads ">>> ", not
+// "\u003e\u003e\u003e ".
+func TestCallWritesJSONWithoutHTMLEscaping(t *testing.T) {
+	in := `{"agent":"a","tool":"bash","args":{"command":"printf '>>> <a> & b'"}}` + "\n"
+	var out, stderr bytes.Buffer
+	if code := run([]string{"call"}, strings.NewReader(in), &out, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(out.String(), `"text":">>> <a> & b"`) {
+		t.Fatalf("%s", out.String())
+	}
+}
