@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -54,9 +55,50 @@ Commands:
       flags, layout) as it would be injected; print nothing and exit 1 when
       not in a tmux pane of its own.
 
-  help
-      Show this text.
+  version
+      Print the module version and the VCS revision it was built from.
+
+  help [COMMAND]
+      Show this text, or a command's own help (also: COMMAND -h).
 `
+
+const benchUsage = `Usage: dsh-actors bench BENCHMARK [flags]
+
+Run a benchmark and print its figures next to the floor measured in the same run.
+
+Benchmarks:
+  shell      the bash tool: spawn, echo, pwd, and N agents at once
+  terminal   terminal_open and a terminal_send round trip
+  soak       random faults at N agents, then a check of what is left
+
+dsh-actors bench BENCHMARK -h shows its flags.
+`
+
+// version is the module's version and the VCS revision of the build.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dsh-actors (no build information)"
+	}
+	v := "dsh-actors " + bi.Main.Version
+	var rev, modified, when string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = " (modified)"
+			}
+		case "vcs.time":
+			when = " " + s.Value
+		}
+	}
+	if rev != "" {
+		v += ", revision " + rev + modified + when
+	}
+	return v + ", " + bi.GoVersion
+}
 
 func main() {
 	// Before anything starts: the shells and terminals must not inherit a
@@ -90,6 +132,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "bench":
 		err = cmdBench(ctx, args[1:], stdout, stderr)
 	case "tmux-location":
+		if len(args) > 1 {
+			if args[1] == "-h" || args[1] == "-help" || args[1] == "--help" {
+				fmt.Fprintln(stdout, "Usage: dsh-actors tmux-location\n\nPrint this process's tmux location as it would be injected; print nothing and exit 1 when not in a tmux pane of its own.")
+				return 0
+			}
+			fmt.Fprintf(stderr, "dsh-actors: tmux-location: unexpected argument %q\n", args[1])
+			return 2
+		}
 		loc, ok, err := tmuxprobe.Read(ctx, executor.New(nil), os.Getpid())
 		if err != nil {
 			fmt.Fprintf(stderr, "dsh-actors: %v\n", err)
@@ -100,7 +150,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stdout, loc.State())
 		return 0
-	case "help", "-h", "--help":
+	case "version":
+		fmt.Fprintln(stdout, version())
+		return 0
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 && args[0] == "help" {
+			// help CMD [SUB]: the command's own help.
+			return run(append(args[1:len(args):len(args)], "-h"), stdin, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
@@ -109,7 +166,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	var ue usageError
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, errHelp):
 		return 0
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "dsh-actors: %v\n", err)
@@ -122,17 +179,47 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 type usageError struct{ error }
 
-func newFlags(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
+// errHelp: a command printed its help, as asked; the run succeeds.
+var errHelp = errors.New("help shown")
+
+// flags is a command's flag set with its help text.
+type flags struct {
+	*flag.FlagSet
+	args, summary string
+	stdout        io.Writer
 }
 
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+// newFlags makes the flag set of command name: args shows its arguments in
+// the usage line, summary says what it does. The flag package prints
+// nothing itself: help goes to stdout, and a bad flag is reported once.
+func newFlags(name, args, summary string, stdout io.Writer) *flags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return &flags{FlagSet: fs, args: args, summary: summary, stdout: stdout}
+}
+
+func (f *flags) usage() {
+	fmt.Fprintf(f.stdout, "Usage: dsh-actors %s %s\n\n%s\n", f.Name(), f.args, f.summary)
+	hasFlags := false
+	f.VisitAll(func(*flag.Flag) { hasFlags = true })
+	if hasFlags {
+		fmt.Fprintln(f.stdout, "\nFlags:")
+		f.SetOutput(f.stdout)
+		f.PrintDefaults()
+		f.SetOutput(io.Discard)
 	}
-	if fs.NArg() > 0 {
+}
+
+func parseFlags(fs *flags, args []string) error {
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.usage()
+		return errHelp
+	case err != nil:
+		return usageError{fmt.Errorf("%s: %v (dsh-actors %s -h shows its flags)", fs.Name(), err, fs.Name())}
+	case fs.NArg() > 0:
 		return usageError{fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
 	}
 	return nil
@@ -154,7 +241,7 @@ func stopHost(h *host.Host) error {
 }
 
 func cmdCall(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("call", stderr)
+	fs := newFlags("call", "[--config FILE] < calls.jsonl", "Read tool calls (and session lines) from stdin, one JSON object a line, and write one JSON result a line to stdout.", stdout)
 	configPath := fs.String("config", "", "YAML configuration `file` (default: built-in defaults)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -173,11 +260,15 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && args[0] == "soak" {
 		return cmdBenchSoak(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		fmt.Fprint(stdout, benchUsage)
+		return errHelp
+	}
 	if len(args) == 0 || args[0] != "shell" {
-		return usageError{errors.New(`bench: name a benchmark: "bench shell", "bench terminal" or "bench soak"`)}
+		return usageError{errors.New(`bench: name a benchmark: "bench shell", "bench terminal" or "bench soak" (dsh-actors bench -h lists them)`)}
 	}
 	def := bench.DefaultShellOptions()
-	fs := newFlags("bench shell", stderr)
+	fs := newFlags("bench shell", "[flags]", "Measure the bash tool through the whole runtime next to the floor, a bare PTY bash round trip sampled in the same run.", stdout)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
 	iterations := fs.Int("iterations", def.Iterations, "samples of the echo and pwd scenarios")
 	spawns := fs.Int("spawn-iterations", def.SpawnIterations, "samples of the spawn+init+first echo scenario")
@@ -225,7 +316,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 func cmdBenchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench soak", stderr)
+	fs := newFlags("bench soak", "[flags]", "Throw random faults at agents' shells, terminals and tasks, check every answer, and count what is left after the host stops.", stdout)
 	agents := fs.Int("agents", 100, "agents under faults at once")
 	duration := fs.Duration("duration", 30*time.Second, "how long faults are thrown at them")
 	terminals := fs.Int("terminals", 2, "terminals each agent keeps open at most (each takes a pty of kernel.pty.max)")
@@ -247,7 +338,7 @@ func cmdBenchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 func cmdBenchTerminal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	def := bench.DefaultTerminalOptions()
-	fs := newFlags("bench terminal", stderr)
+	fs := newFlags("bench terminal", "[flags]", "Measure terminal_open and a terminal_send round trip next to the same programs on a bare PTY.", stdout)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
 	iterations := fs.Int("iterations", def.Iterations, "samples of each open scenario (the send scenario takes four times as many)")
 	configPath := fs.String("config", "", "YAML configuration `file` (default: built-in defaults)")

@@ -407,3 +407,23 @@ func TestCallWritesJSONWithoutHTMLEscaping(t *testing.T) {
 		t.Fatalf("%s", out.String())
 	}
 }
+
+// Every command takes -h: its usage on stdout, exit 0. A bad flag is
+// reported once, on stderr, with exit 2.
+func TestHelpAndBadFlagsFollowGoConventions(t *testing.T) {
+	for _, args := range [][]string{{"call", "-h"}, {"bench", "-h"}, {"bench", "shell", "-h"}, {"bench", "terminal", "--help"},
+		{"bench", "soak", "-h"}, {"tmux-location", "-h"}, {"help", "call"}, {"help", "bench", "soak"}, {"help"}} {
+		var out, stderr bytes.Buffer
+		if code := run(args, strings.NewReader(""), &out, &stderr); code != 0 || !strings.Contains(out.String(), "Usage") && !strings.Contains(out.String(), "Commands:") || stderr.Len() > 0 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out.String(), stderr.String())
+		}
+	}
+	var out, stderr bytes.Buffer
+	if code := run([]string{"bench", "shell", "-bogus"}, nil, &out, &stderr); code != 2 || strings.Count(stderr.String(), "bogus") != 1 || out.Len() > 0 {
+		t.Errorf("a bad flag: exit %d, stdout %q, stderr %q", code, out.String(), stderr.String())
+	}
+	out.Reset()
+	if code := run([]string{"version"}, nil, &out, io.Discard); code != 0 || !strings.HasPrefix(out.String(), "dsh-actors ") || !strings.Contains(out.String(), "go1.") {
+		t.Errorf("version: exit %d, %q", code, out.String())
+	}
+}
