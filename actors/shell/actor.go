@@ -3,6 +3,7 @@ package shell
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -191,16 +192,16 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *admitted:
 		if c := m.c; c.ticket == m.t && !c.admitted {
 			c.admitted = true
-			if a.cur == c {
+			if a.cur == c && a.exiting == nil {
 				a.run(ctx, c)
-			}
+			} // else pump starts it once the dead shell's output has settled
 		}
 	default:
 		a.opts.Logger.Warn("shell: unexpected message", "type", fmt.Sprintf("%T", m))
 	}
 	// Not deferred: a reset panics past this, and the next call starts in
 	// the fresh instance instead of being typed into the shell being reset.
-	if a.nextDue {
+	for a.nextDue { // a call that ends at once (its shell cannot start) lets the next one go
 		a.nextDue = false
 		a.pump(ctx)
 	}
@@ -221,10 +222,6 @@ func (a *Actor) pump(ctx actor.Context) {
 		c.out = newCollector(a.opts.Config.MaxOutputChars)
 	}
 	a.armCallTimer(c)
-	if a.kept.note != "" {
-		c.notes = append(c.notes, a.kept.note)
-		a.kept.note = ""
-	}
 	if c.ticket == nil && !c.admitted {
 		// One ticket a call, kept when the call is put back after a reset.
 		send := a.send
@@ -236,6 +233,16 @@ func (a *Actor) pump(ctx actor.Context) {
 	a.run(ctx, c)
 }
 
+// passNotesOn keeps what call c was to be told about its shell (it died
+// meanwhile, say) for the next call, since c ends without running.
+func (a *Actor) passNotesOn(c *call) {
+	if len(c.notes) > 0 {
+		a.kept.note = strings.Join(append(c.notes, a.kept.note), "\n")
+		a.kept.note = strings.TrimSuffix(a.kept.note, "\n")
+		c.notes = nil
+	}
+}
+
 // admitted: the gate let call c in with ticket t.
 type admitted struct {
 	c *call
@@ -245,6 +252,10 @@ type admitted struct {
 // run starts call c, admitted: in a shell started for it, or in the
 // running one.
 func (a *Actor) run(ctx actor.Context, c *call) {
+	if a.kept.note != "" {
+		c.notes = append(c.notes, a.kept.note)
+		a.kept.note = ""
+	}
 	if a.proc == nil {
 		if err := a.startShell(); err != nil {
 			a.finish(ctx, c, Result{Text: fmt.Sprintf("bash: could not start the shell: %v", err), IsError: true})
@@ -410,7 +421,8 @@ func (a *Actor) cancel(ctx actor.Context, id string) {
 		a.cur = nil
 		c.ticket.Leave()
 		if !c.admitted {
-			a.pump(ctx) // nothing was typed: the shell is as it was
+			a.passNotesOn(c)
+			a.pump(ctx) // nothing was typed
 			return
 		}
 		a.kept.note = "[the previous call was cancelled, which reset the shell; this call runs in a fresh shell]"

@@ -123,6 +123,9 @@ func (a *Actor) shellExited(ctx actor.Context, st ptyproc.ExitStatus, unread boo
 		// The shell ended before this call's text was typed: the call goes
 		// on in a fresh shell.
 		c.notes = append(c.notes, how[:len(how)-1]+"; this call runs in a fresh shell]")
+		// A line may have gone to the dead shell before any of the call's
+		// output came: none of the text ran, and all of it is typed again.
+		c.lines, c.next, c.eval = nil, 0, false
 		a.reset(ResetExited, st.String(), c)
 	default:
 		a.kept.note = how[:len(how)-1] + " after the previous call; this call runs in a fresh shell]"

@@ -2,6 +2,7 @@ package shell
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -29,6 +30,12 @@ func (a *Actor) startShell() error {
 	env, err := shellEnv(a.opts.Env, a.opts.Config)
 	if err != nil {
 		return err
+	}
+	if dir := a.opts.Dir; dir != "" {
+		// exec names the program when it is the directory that is missing.
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return fmt.Errorf("its working directory %q is not a directory that exists", dir)
+		}
 	}
 	proc, err := ptyproc.Start(ptyproc.Options{
 		Path:    path,

@@ -36,9 +36,8 @@ func (a *Actor) ticked(ctx actor.Context, t *tick) {
 			return // fired for an earlier deadline as it was re-armed
 		}
 		if !c.admitted {
-			a.finish(ctx, c, Result{TimedOut: true, IsError: true, Text: fmt.Sprintf(
-				"[timed out after %d ms waiting for its turn: the host lets %d bash calls start at once (admission.slots) and others came first; nothing was typed, and the shell is as it was]",
-				c.timeout.Milliseconds(), a.opts.Gate.Slots())})
+			a.passNotesOn(c)
+			a.finish(ctx, c, Result{TimedOut: true, IsError: true, Text: gateTimeout(c, a.opts.Gate.Slots())})
 			return
 		}
 		a.flushCarry()
@@ -109,4 +108,18 @@ func (a *Actor) stopTimer(t **time.Timer) {
 		(*t).Stop()
 		*t = nil
 	}
+}
+
+// gateTimeout is the answer to a call whose time ran out at the gate.
+func gateTimeout(c *call, slots int) string {
+	limit := ""
+	if c.args.TimeoutMs > c.timeout.Milliseconds() {
+		limit = fmt.Sprintf(" (the configured limit; %d ms was asked for)", c.args.TimeoutMs)
+	}
+	calls := "calls"
+	if slots == 1 {
+		calls = "call"
+	}
+	return fmt.Sprintf("[timed out after %d ms%s waiting for its turn: only %d bash %s may start at once on this host (admission.slots), and others came first; nothing of it was typed]",
+		c.timeout.Milliseconds(), limit, slots, calls)
 }
