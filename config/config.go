@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 
 	"go.yaml.in/yaml/v3"
 
@@ -42,10 +43,17 @@ func (c Config) Validate() error {
 func Parse(name string, data []byte) (Config, error) {
 	cfg := Default()
 	if len(bytes.TrimSpace(data)) > 0 {
+		var doc yaml.Node
 		dec := yaml.NewDecoder(bytes.NewReader(data))
-		dec.KnownFields(true)
-		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 			return Config{}, fmt.Errorf("config %s: %w", name, err)
+		}
+		var more yaml.Node
+		if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
+			return Config{}, fmt.Errorf("config %s: more than one YAML document (a second one starts after ---)", name)
+		}
+		if errs := decodeInto(&doc, reflect.ValueOf(&cfg).Elem(), ""); len(errs) > 0 {
+			return Config{}, fmt.Errorf("config %s: %w", name, errors.Join(errs...))
 		}
 	}
 	if err := cfg.Validate(); err != nil {

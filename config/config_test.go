@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -58,13 +59,17 @@ func TestBadValuesNameKeyValueAndRule(t *testing.T) {
 		{"bash:\n  maxOutputChars: 0\n", []string{"bash.maxOutputChars", "0", "between 1 and"}},
 		{"bash:\n  backendType: docker\n", []string{"bash.backendType", `"docker"`, `only one is "shell"`}},
 		{"bash:\n  description: \"\"\n", []string{"bash.description", "empty"}},
-		{"bash:\n  timeoutMS: 10\n", []string{"timeoutMS", "not found"}},
-		{"bash:\n  timeoutMs: soon\n", []string{"soon", "int64"}},
-		{"shell:\n  timeoutMs: 10\n", []string{"shell", "not found"}},
+		{"bash:\n  timeoutMS: 10\n", []string{"bash.timeoutMS", "unknown key", "timeoutMs"}},
+		{"bash:\n  timeoutMs: soon\n", []string{"bash.timeoutMs", `"soon"`, "not a whole number"}},
+		{"bash:\n  timeoutMs: 1.5\n", []string{"bash.timeoutMs", `"1.5"`, "not a whole number"}},
+		{"admission:\n  slots: 2.9\n", []string{"admission.slots", `"2.9"`, "not a whole number"}},
+		{"bash:\n  description: [a, b]\n", []string{"bash.description", "a list", "not a text"}},
+		{"bash: 3\n", []string{"bash", `"3"`, "not a section"}},
+		{"shell:\n  timeoutMs: 10\n", []string{"shell", "unknown key", "bash"}},
 		{"terminal:\n  maxResultBytes: 10\n", []string{"terminal.maxResultBytes", "10", "between 1024"}},
 		{"terminal:\n  idleSilenceMs: 0\n", []string{"terminal.idleSilenceMs", "0", "between 10"}},
-		{"terminal:\n  defaultWaitMs: 9999999\n  maxWaitMs: 1000\n", []string{"terminal.defaultWaitMs", "maxWaitMs"}},
-		{"terminal:\n  enableRunInBackground: maybe\n", []string{"maybe", "bool"}},
+		{"terminal:\n  defaultWaitMs: 9999999\n  maxWaitMs: 1000\n", []string{"terminal.defaultWaitMs", "maxWaitMs, which is 1000"}},
+		{"terminal:\n  enableRunInBackground: maybe\n", []string{"terminal.enableRunInBackground", `"maybe"`, "not true or false"}},
 	}
 	for _, c := range cases {
 		_, err := Parse("bad.yaml", []byte(c.yaml))
@@ -103,5 +108,29 @@ func TestTmuxContextIntervalIsAWholeNonNegativeNumber(t *testing.T) {
 	}
 	if _, err := Parse("x.yaml", []byte("session:\n  path: relative/x.db\n")); err == nil || !strings.Contains(err.Error(), "session.path") {
 		t.Fatalf("a relative session path: %v", err)
+	}
+}
+
+// The file `config default` writes is commented, and loaded back it
+// changes nothing: no key is missing, and the long description survives.
+func TestDefaultFileLoadsBackToTheDefaults(t *testing.T) {
+	b, err := DefaultYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Parse("default.yaml", b)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if !reflect.DeepEqual(cfg, Default()) {
+		t.Fatalf("loaded back:\n%+v\nwant:\n%+v\nfile:\n%s", cfg, Default(), b)
+	}
+	for _, want := range []string{"# dsh-actors configuration", "timeoutMs: 300000 # wall-clock limit", "refreshIntervalMs: 0"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the file lacks %q:\n%s", want, b)
+		}
+	}
+	if strings.Contains(string(b), "...") {
+		t.Error("the file abbreviates a value")
 	}
 }

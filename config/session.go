@@ -57,7 +57,7 @@ type WholeNumber int64
 func (n *WholeNumber) UnmarshalYAML(node *yaml.Node) error {
 	var v int64
 	if node.Kind != yaml.ScalarNode || node.ShortTag() != "!!int" || node.Decode(&v) != nil {
-		return fmt.Errorf("line %d: %q is not a whole number", node.Line, node.Value)
+		return fmt.Errorf("%q (line %d) is not a whole number", node.Value, node.Line)
 	}
 	*n = WholeNumber(v)
 	return nil

@@ -75,7 +75,7 @@ func (c Config) Validate() error {
 		fmt.Sprintf("must be between %d and %d bytes", minResultBytes, 64<<20))
 	check(c.IdleSilenceMs >= 10 && c.IdleSilenceMs <= 3600000, "idleSilenceMs", c.IdleSilenceMs, "must be between 10 and 3600000 milliseconds")
 	check(c.MaxWaitMs >= 1 && c.MaxWaitMs <= 86400000, "maxWaitMs", c.MaxWaitMs, "must be between 1 and 86400000 milliseconds")
-	check(c.DefaultWaitMs >= 0 && c.DefaultWaitMs <= c.MaxWaitMs, "defaultWaitMs", c.DefaultWaitMs, "must be between 0 and maxWaitMs")
+	check(c.DefaultWaitMs >= 0 && c.DefaultWaitMs <= c.MaxWaitMs, "defaultWaitMs", c.DefaultWaitMs, fmt.Sprintf("must be between 0 and maxWaitMs, which is %d", c.MaxWaitMs))
 	check(c.HistoryBytes >= 4096 && c.HistoryBytes <= 1<<30, "historyBytes", c.HistoryBytes, "must be between 4096 and 1073741824 bytes")
 	check(c.MaxTerminals >= 1 && c.MaxTerminals <= 10000, "maxTerminals", c.MaxTerminals, "must be between 1 and 10000")
 	check(c.MaxTasks >= 1 && c.MaxTasks <= 10000, "maxTasks", c.MaxTasks, "must be between 1 and 10000")

@@ -55,6 +55,14 @@ Commands:
       flags, layout) as it would be injected; print nothing and exit 1 when
       not in a tmux pane of its own.
 
+  config check FILE
+      Load FILE as the runtime would and report every problem in it (each
+      names its key, the value and the rule); exit 0 when there is none.
+
+  config default
+      Print the default configuration as a commented file, every key with
+      its default; loaded back, it changes nothing.
+
   version
       Print the module version and the VCS revision it was built from.
 
@@ -131,6 +139,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdCall(ctx, args[1:], stdin, stdout, stderr)
 	case "bench":
 		err = cmdBench(ctx, args[1:], stdout, stderr)
+	case "config":
+		err = cmdConfig(args[1:], stdout)
 	case "tmux-location":
 		if len(args) > 1 {
 			if args[1] == "-h" || args[1] == "-help" || args[1] == "--help" {
@@ -368,4 +378,34 @@ func cmdBenchTerminal(ctx context.Context, args []string, stdout, stderr io.Writ
 		err = fmt.Errorf("bench terminal: %d calls failed; first: %s", rep.Errors, rep.FirstError)
 	}
 	return err
+}
+
+const configUsage = `Usage: dsh-actors config check FILE
+       dsh-actors config default
+
+check loads FILE as the runtime would and reports every problem in it;
+default prints every key with its default, as a commented file.
+`
+
+func cmdConfig(args []string, stdout io.Writer) error {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		fmt.Fprint(stdout, configUsage)
+		return errHelp
+	}
+	switch {
+	case len(args) == 2 && args[0] == "check":
+		if _, err := config.Load(args[1]); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: no problem found\n", args[1])
+		return nil
+	case len(args) == 1 && args[0] == "default":
+		b, err := config.DefaultYAML()
+		if err != nil {
+			return err
+		}
+		_, err = stdout.Write(b)
+		return err
+	}
+	return usageError{errors.New(`config: "config check FILE" or "config default" (dsh-actors config -h)`)}
 }

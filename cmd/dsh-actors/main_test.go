@@ -427,3 +427,24 @@ func TestHelpAndBadFlagsFollowGoConventions(t *testing.T) {
 		t.Errorf("version: exit %d, %q", code, out.String())
 	}
 }
+
+func TestConfigCheckAndDefault(t *testing.T) {
+	dir := t.TempDir()
+	var out, stderr bytes.Buffer
+	if code := run([]string{"config", "default"}, nil, &out, &stderr); code != 0 {
+		t.Fatalf("config default: exit %d, %s", code, stderr.String())
+	}
+	def := filepath.Join(dir, "default.yaml")
+	os.WriteFile(def, out.Bytes(), 0o600)
+	out.Reset()
+	if code := run([]string{"config", "check", def}, nil, &out, &stderr); code != 0 || !strings.Contains(out.String(), "no problem") {
+		t.Fatalf("config check of the default file: exit %d, %q %q", code, out.String(), stderr.String())
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("bash:\n  timeoutMS: 3\nterminal:\n  maxWaitMs: x\n"), 0o600)
+	stderr.Reset()
+	if code := run([]string{"config", "check", bad}, nil, io.Discard, &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), "bash.timeoutMS: unknown key") || !strings.Contains(stderr.String(), `terminal.maxWaitMs: "x" (line 4) is not a whole number`) {
+		t.Fatalf("config check of a bad file: exit %d, %q", code, stderr.String())
+	}
+}

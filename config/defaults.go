@@ -1,0 +1,92 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// comments say what each key is, in the file `dsh-actors config default`
+// writes.
+var comments = map[string]string{
+	"bash":                           "The persistent bash tool.",
+	"bash.backendType":               "the only backend: bash on a PTY of its own",
+	"bash.timeoutMs":                 "wall-clock limit of one command; past it, the command and its shell are killed",
+	"bash.maxOutputChars":            "characters of a command's output kept",
+	"bash.description":               "the tool description the model sees",
+	"bash.hostHistory":               "true: agent shells load and write ~/.bash_history",
+	"bash.hostStartupFiles":          "true: agent shells read ~/.inputrc",
+	"bash.verifyStatus":              "true: every line's status comes from a query no command can forge (one more round trip)",
+	"terminal":                       "The terminal_* and task_* tools.",
+	"terminal.enableRunInBackground": "false: no run_in_background in the schema, and no task tools",
+	"terminal.maxResultBytes":        "cap of every terminal and task result, metadata included",
+	"terminal.idleSilenceMs":         "silence before inferred_idle, where no proof of waiting is possible",
+	"terminal.defaultWaitMs":         "wait of a call that gives no wait_ms",
+	"terminal.maxWaitMs":             "longest wait a call may ask for",
+	"terminal.historyBytes":          "output retained per terminal",
+	"terminal.maxTerminals":          "terminals one agent may have open",
+	"terminal.maxTasks":              "background tasks one agent may have running",
+	"terminal.killGraceMs":           "between task_kill's signals; terminal_close's grace after SIGHUP",
+	"terminal.hostHistory":           "true: bash in terminals may use ~/.bash_history",
+	"terminal.hostStartupFiles":      "true: terminals' bash reads ~/.bashrc, ~/.inputrc and $BASH_ENV",
+	"admission":                      "The host-wide gate: a few bash calls start at once, first come first served.",
+	"admission.slots":                "calls that may start at once; 0: 4 per CPU; -1: no gate",
+	"admission.leaseMs":              "a call still running after this gives its slot to the next",
+	"session":                        "The session log.",
+	"session.path":                   `the file; "": $XDG_STATE_HOME/dsh-actors/sessions.db or ~/.local/state/dsh-actors/sessions.db`,
+	"tmuxContext":                    "The tmux location, injected on the first step of each turn it changed.",
+	"tmuxContext.enabled":            "true: read and inject it",
+	"tmuxContext.refreshIntervalMs":  "> 0: no query and no injection within this long of the latest one",
+}
+
+// DefaultYAML is the default configuration as a commented file: loaded
+// back, it changes nothing.
+func DefaultYAML() ([]byte, error) {
+	root, err := toNode(reflect.ValueOf(Default()), "")
+	if err != nil {
+		return nil, err
+	}
+	root.HeadComment = "dsh-actors configuration: every key with its default. Keys left out keep their defaults."
+	return yaml.Marshal(root)
+}
+
+func toNode(v reflect.Value, path string) (*yaml.Node, error) {
+	switch v.Kind() {
+	case reflect.Struct:
+		m := &yaml.Node{Kind: yaml.MappingNode}
+		t := v.Type()
+		for i := range t.NumField() {
+			key := t.Field(i).Tag.Get("yaml")
+			full := join(path, key)
+			val, err := toNode(v.Field(i), full)
+			if err != nil {
+				return nil, err
+			}
+			k := &yaml.Node{Kind: yaml.ScalarNode, Value: key}
+			if c := comments[full]; c != "" {
+				if val.Kind == yaml.MappingNode {
+					k.HeadComment = c
+				} else {
+					k.LineComment = c
+				}
+			}
+			m.Content = append(m.Content, k, val)
+		}
+		return m, nil
+	case reflect.Bool:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(v.Bool())}, nil
+	case reflect.Int, reflect.Int64:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatInt(v.Int(), 10)}, nil
+	case reflect.String:
+		n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v.String()}
+		if len(v.String()) > 60 {
+			n.Style = yaml.FoldedStyle
+		} else {
+			n.Style = yaml.DoubleQuotedStyle
+		}
+		return n, nil
+	}
+	return nil, fmt.Errorf("config: %s: no YAML form for %s", path, v.Type())
+}
