@@ -384,3 +384,112 @@ func TestAcknowledgedAppendsSurviveKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A file cut short at any length gives an error naming it, never a crash
+// (bbolt reads through a memory map, and past the end of the file the
+// process once died of SIGBUS).
+func TestATruncatedFileIsAnErrorNotACrash(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sessions.db")
+	l, err := sessionlog.Open(path, sessionlog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		l.Append(fmt.Sprint("agent-", i%30), user(strings.Repeat("x", 500)))
+	}
+	l.Close()
+	good, _ := os.ReadFile(path)
+	for size := 4096; size < len(good); size += 4096 {
+		p := filepath.Join(dir, fmt.Sprintf("cut-%d.db", size))
+		os.WriteFile(p, good[:size], 0o600)
+		l, err := sessionlog.Open(p, sessionlog.Options{})
+		if err != nil {
+			if !strings.Contains(err.Error(), p) {
+				t.Errorf("cut at %d: %v does not name the file", size, err)
+			}
+			continue
+		}
+		for i := range 30 {
+			l.Scan(fmt.Sprint("agent-", i), 1, func(sessionlog.Record) error { return nil })
+		}
+		l.Close()
+	}
+}
+
+// A scan's callback may append (a listener reads the log and injects): the
+// read transaction is not held while it runs. It once deadlocked the file.
+func TestAppendingFromAScanDoesNotDeadlock(t *testing.T) {
+	l := open(t, filepath.Join(t.TempDir(), "sessions.db"))
+	for i := range 600 {
+		l.Append("a", user(fmt.Sprint(i)))
+	}
+	done := make(chan error, 1)
+	go func() {
+		n := 0
+		done <- l.Scan("a", 1, func(sessionlog.Record) error {
+			if n++; n%100 == 0 {
+				_, err := l.Append("b", user(strings.Repeat("y", 100000))) // grows the file
+				return err
+			}
+			return nil
+		})
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a scan that appends did not end")
+	}
+	var back []uint64
+	l.ScanBackward("a", func(r sessionlog.Record) error { back = append(back, r.Seq); return nil })
+	if len(back) != 600 || back[0] != 600 || back[599] != 1 {
+		t.Fatalf("scanning backward across chunks: %d records, from %v", len(back), back[:min(3, len(back))])
+	}
+}
+
+func TestTurnNumbersOnlyGrow(t *testing.T) {
+	l := open(t, filepath.Join(t.TempDir(), "sessions.db"))
+	begin := func() uint32 {
+		t.Helper()
+		turn, _, err := l.BeginTurn("a", user("go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return turn
+	}
+	for want := uint32(1); want <= 3; want++ {
+		if got := begin(); got != want {
+			t.Fatalf("turn %d, want %d", got, want)
+		}
+	}
+	// A late event of an earlier turn does not make its number come again.
+	late := user("late result")
+	late.Turn = 1
+	if _, err := l.Append("a", late); err != nil {
+		t.Fatal(err)
+	}
+	if got := begin(); got != 4 {
+		t.Fatalf("after a late event of turn 1: turn %d, want 4", got)
+	}
+	for _, turn := range []uint32{6, 4294967295} {
+		ev := user("from the future")
+		ev.Turn = turn
+		if _, err := l.Append("a", ev); err == nil {
+			t.Errorf("an event of turn %d was taken with the latest at 4", turn)
+		}
+	}
+	if got, err := l.LatestTurn("a"); got != 4 || err != nil {
+		t.Fatalf("latest turn %d, %v", got, err)
+	}
+	// The log's clock stamps every event, whatever time it was given.
+	ev := user("stamped")
+	ev.TimeUnixNano = time.Now().Add(time.Hour).UnixNano()
+	before := time.Now().UnixNano()
+	l.Append("a", ev)
+	if ev.TimeUnixNano < before || ev.TimeUnixNano > time.Now().UnixNano() {
+		t.Fatal("an event kept the time it was given")
+	}
+}

@@ -233,12 +233,8 @@ func (s *session) handle(msg any) any {
 	case *PrepareStep:
 		return s.prepare(log, m)
 	case *BeginTurn:
-		last, err := latestTurn(log, s.agent)
-		if err != nil {
-			return &TurnBegun{Err: err}
-		}
-		seq, err := log.Append(s.agent, userEvent(m.Text, nil, last+1, 1))
-		return &TurnBegun{Turn: last + 1, Seq: seq, Err: err}
+		turn, seq, err := log.BeginTurn(s.agent, userEvent(m.Text, nil, 0, 1))
+		return &TurnBegun{Turn: turn, Seq: seq, Err: err}
 	}
 	return s.refusal(msg, fmt.Errorf("agent: unexpected session message %T", msg))
 }
@@ -280,24 +276,6 @@ type TurnBegun struct {
 	Turn uint32
 	Seq  uint64
 	Err  error
-}
-
-// latestTurn is the highest turn number in the agent's log, read from its
-// end (turns only grow).
-func latestTurn(log *sessionlog.Log, agent string) (uint32, error) {
-	var turn uint32
-	stop := errors.New("found")
-	err := log.ScanBackward(agent, func(r sessionlog.Record) error {
-		if r.Event.Turn > 0 {
-			turn = r.Event.Turn
-			return stop
-		}
-		return nil
-	})
-	if errors.Is(err, stop) {
-		err = nil
-	}
-	return turn, err
 }
 
 // A Model answers a step: given what the request is built from, the model's

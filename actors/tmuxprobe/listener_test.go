@@ -60,8 +60,13 @@ func turns(path string) {
 		f := strings.Fields(sc.Text())
 		switch f[0] {
 		case "turn":
-			n, _ := strconv.Atoi(f[1])
-			if err := lis.PreStep(context.Background(), &agent.Step{Agent: "a", Turn: uint32(n), Step: 1, Log: l}); err != nil {
+			want, _ := strconv.Atoi(f[1])
+			turn, _, err := l.BeginTurn("a", &messages.Event{Step: 1, Kind: &messages.Event_User{User: &messages.UserMessage{Text: "go on"}}})
+			if err != nil || turn != uint32(want) {
+				fmt.Fprintf(resp, "error turn %d, want %d: %v\n", turn, want, err)
+				continue
+			}
+			if err := lis.PreStep(context.Background(), &agent.Step{Agent: "a", Turn: turn, Step: 1, Log: l}); err != nil {
 				fmt.Fprintf(resp, "error %v\n", err)
 				continue
 			}
@@ -82,11 +87,14 @@ func turns(path string) {
 			if f[0] == "bench-suppressed" {
 				b = &tmuxprobe.Listener{Executor: lis.Executor, PID: lis.PID, RefreshInterval: time.Hour}
 			}
-			start := time.Now()
-			for i := range n {
-				b.PreStep(context.Background(), &agent.Step{Agent: "a", Turn: uint32(1000 + i), Step: 1, Log: l})
+			var spent time.Duration // in the listener only, not in beginning the turns
+			for range n {
+				turn, _, _ := l.BeginTurn("a", &messages.Event{Step: 1, Kind: &messages.Event_User{User: &messages.UserMessage{Text: "go on"}}})
+				start := time.Now()
+				b.PreStep(context.Background(), &agent.Step{Agent: "a", Turn: turn, Step: 1, Log: l})
+				spent += time.Since(start)
 			}
-			fmt.Fprintf(resp, "%d\n", time.Since(start).Nanoseconds()/int64(n))
+			fmt.Fprintf(resp, "%d\n", spent.Nanoseconds()/int64(n))
 			continue
 		}
 		n, last := countInjections(l)

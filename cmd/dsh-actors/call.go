@@ -92,10 +92,12 @@ func runCall(ctx context.Context, h *host.Host, in io.Reader, out io.Writer) err
 			res := resultLine{ID: j.call.ID, Line: j.line, Agent: j.call.Agent, Tool: j.call.Tool}
 			if op, ok := strings.CutPrefix(j.call.Tool, sessionPrefix); ok {
 				data, err := sessionCall(ctx, h, j.call.Agent, op, j.call.Args)
-				res.Data, _ = json.Marshal(data)
-				res.Text, res.IsError = "ok", false
+				res.Text = "ok"
 				if err != nil {
 					res.Text, res.IsError = err.Error(), true
+				}
+				if data != nil && (err == nil || op == "prepare_step") {
+					res.Data, _ = json.Marshal(data) // a failed step still lists what was injected
 				}
 				lw.write(res)
 				continue

@@ -47,6 +47,9 @@ func sessionCall(ctx context.Context, h *host.Host, agentID, op string, args jso
 		if prep == nil {
 			return nil, err
 		}
+		if len(prep.Injected) == 0 && err != nil {
+			return nil, err
+		}
 		out := map[string]any{"injected": eventsJSON(prep.Injected), "visible_count": len(prep.Visible)}
 		if a.Visible {
 			out["visible"] = eventsJSON(prep.Visible)

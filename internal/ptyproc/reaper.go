@@ -39,6 +39,14 @@ func (r *Reaper) Close(p *Process) {
 	}})
 }
 
+// Hold counts one more piece of work that whoever waits for the Reaper
+// waits for too (a goroutine that outlives the actor that started it); the
+// returned function ends it, once.
+func (r *Reaper) Hold() (done func()) {
+	r.wg.Add(1)
+	return sync.OnceFunc(r.wg.Done)
+}
+
 // sweep is the one worker that closes what every Reaper hands over.
 var sweep sweeper
 
