@@ -13,7 +13,14 @@
 // A run whose timeout passes is killed, with everything in its process group
 // (SIGKILL), and reported as TimedOut. A run whose context is cancelled is
 // killed the same way and returns the context's error. Output beyond
-// MaxOutput is dropped and counted.
+// MaxOutput is dropped and counted. A run that ended by itself just as its
+// time ran out is reported as it ended, not as timed out.
+//
+// A process group does not hold a program that leaves it: a child that
+// calls setsid (or setpgid) escapes the kill, and Run returns after
+// os/exec's WaitDelay if it kept the output pipe open. Containing that needs
+// a cgroup or a subreaper, which a policy can provide by rewriting the
+// request.
 //
 // # Concurrency
 //

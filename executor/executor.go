@@ -128,10 +128,13 @@ func (e *Executor) Run(ctx context.Context, req Request) (Result, error) {
 	if cmd.ProcessState != nil {
 		res.ExitCode = cmd.ProcessState.ExitCode()
 	}
+	// Killed by us, or ended by itself: a program that exited on its own
+	// just as the deadline passed (a loaded machine) did not time out.
+	ended := cmd.ProcessState != nil && cmd.ProcessState.Exited()
 	switch {
-	case ctx.Err() != nil:
+	case ctx.Err() != nil && !ended:
 		return Result{}, ctx.Err()
-	case runCtx.Err() != nil:
+	case runCtx.Err() != nil && !ended:
 		res.TimedOut = true
 		return res, nil
 	}

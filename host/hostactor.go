@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -86,6 +87,10 @@ type hostActor struct {
 	agents   map[string]*agentEntry
 	byPID    map[string]string
 	strategy *supervision.Strategy
+	// incarnation numbers the agents' actor names: an agent started again
+	// under the same id gets a new name, so a PID cached for the old one
+	// never reaches the new one while protoactor is still setting it up.
+	incarnation atomic.Uint64
 }
 
 func newHostActor(h *Host, opts agentOptions) *hostActor {
@@ -179,7 +184,7 @@ func (a *hostActor) spawn(ctx actor.Context, id string) any {
 		Dispatcher: dispatcher,
 		Session:    a.opts.session,
 		Listeners:  a.opts.listeners,
-	}), id)
+	}), fmt.Sprintf("%s#%d", id, a.incarnation.Add(1)))
 	if err != nil {
 		return fmt.Errorf("host: starting agent %q: %w", id, err)
 	}

@@ -18,12 +18,20 @@ import (
 )
 
 // sessionOpener returns the function agents open the session log with:
-// given, or the configured file, opened once at the first use.
+// given, or the configured file, opened at the first use. A failure is not
+// kept: the next use tries again (another host may have let go of the file,
+// or a directory been made).
 func sessionOpener(h *Host, given *sessionlog.Log, cfg config.Session) func() (*sessionlog.Log, error) {
 	if given != nil {
 		return func() (*sessionlog.Log, error) { return given, nil }
 	}
-	return sync.OnceValues(func() (*sessionlog.Log, error) {
+	var mu sync.Mutex
+	return func() (*sessionlog.Log, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if l := h.ownLog.Load(); l != nil {
+			return l, nil
+		}
 		if h.stopped.Load() {
 			return nil, ErrStopped
 		}
@@ -40,7 +48,7 @@ func sessionOpener(h *Host, given *sessionlog.Log, cfg config.Session) func() (*
 		}
 		h.ownLog.Store(l)
 		return l, nil
-	})
+	}
 }
 
 // plugins are the listeners the configuration turns on, in the order they
@@ -73,6 +81,11 @@ func (h *Host) sessionRequest(ctx context.Context, agentID string, msg any) (any
 			return nil, err
 		}
 		res, err := newReplyBox(h.system).request(ctx, pid, msg)
+		if err == nil && errors.Is(sessionErr(res), agent.ErrStopping) && attempt < 3 {
+			// Refused untouched by an agent on its way out: ask its successor.
+			h.agents.CompareAndDelete(agentID, pid)
+			continue
+		}
 		switch {
 		case errors.Is(err, errDeadLetter) && attempt < 3:
 			h.agents.CompareAndDelete(agentID, pid)
@@ -87,7 +100,7 @@ func (h *Host) sessionRequest(ctx context.Context, agentID string, msg any) (any
 // Record appends ev to the agent's session log and returns its sequence
 // number once it is on disk.
 func (h *Host) Record(ctx context.Context, agentID string, ev *messages.Event) (uint64, error) {
-	res, err := h.sessionRequest(ctx, agentID, &agent.Record{Event: ev})
+	res, err := h.sessionRequest(ctx, agentID, &agent.Record{Event: ev, Withdrawn: ctx.Done()})
 	if err != nil {
 		return 0, err
 	}
@@ -98,7 +111,7 @@ func (h *Host) Record(ctx context.Context, agentID string, ev *messages.Event) (
 // Inject appends one user message attributed to source to the agent's
 // session: context for the model.
 func (h *Host) Inject(ctx context.Context, agentID, text string, source *messages.Source) (uint64, error) {
-	res, err := h.sessionRequest(ctx, agentID, &agent.Inject{Text: text, Source: source})
+	res, err := h.sessionRequest(ctx, agentID, &agent.Inject{Text: text, Source: source, Withdrawn: ctx.Done()})
 	if err != nil {
 		return 0, err
 	}
@@ -109,7 +122,7 @@ func (h *Host) Inject(ctx context.Context, agentID, text string, source *message
 // BeginTurn records the user's message that starts the agent's next turn
 // and returns the turn's number.
 func (h *Host) BeginTurn(ctx context.Context, agentID, text string) (uint32, error) {
-	res, err := h.sessionRequest(ctx, agentID, &agent.BeginTurn{Text: text})
+	res, err := h.sessionRequest(ctx, agentID, &agent.BeginTurn{Text: text, Withdrawn: ctx.Done()})
 	if err != nil {
 		return 0, err
 	}
@@ -121,7 +134,7 @@ func (h *Host) BeginTurn(ctx context.Context, agentID, text string) (uint32, err
 // returns what they injected and what the model request is built from. A
 // host with its own model loop calls it before each model request.
 func (h *Host) PrepareStep(ctx context.Context, agentID string, turn, step uint32) (*agent.StepPrepared, error) {
-	res, err := h.sessionRequest(ctx, agentID, &agent.PrepareStep{Turn: turn, Step: step})
+	res, err := h.sessionRequest(ctx, agentID, &agent.PrepareStep{Turn: turn, Step: step, Withdrawn: ctx.Done()})
 	if err != nil {
 		return nil, err
 	}
@@ -185,4 +198,17 @@ func (h *Host) RunTurn(ctx context.Context, agentID, userText string, model agen
 	}
 	res.StepLimit = true
 	return res, nil
+}
+
+// sessionErr is the error a session answer carries.
+func sessionErr(res any) error {
+	switch r := res.(type) {
+	case *agent.Recorded:
+		return r.Err
+	case *agent.TurnBegun:
+		return r.Err
+	case *agent.StepPrepared:
+		return r.Err
+	}
+	return nil
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/dsh-actors/dsh-actors/actors/agent"
 	"github.com/dsh-actors/dsh-actors/config"
@@ -190,7 +192,7 @@ func TestInjectAndRecordNeedNoTurn(t *testing.T) {
 // panicky is a listener with a bug.
 type panicky struct{}
 
-func (panicky) Name() string { return "panicky" }
+func (panicky) Name() string                               { return "panicky" }
 func (panicky) PreStep(context.Context, *agent.Step) error { panic("listener bug") }
 
 func TestAListenerThatPanicsFailsTheStepNotTheHost(t *testing.T) {
@@ -201,5 +203,70 @@ func TestAListenerThatPanicsFailsTheStepNotTheHost(t *testing.T) {
 	}
 	if _, err := h.BeginTurn(context.Background(), "a", "still here"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// blocking holds the session goroutine until released, ignoring its
+// context (a badly written plugin).
+type blocking struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blocking) Name() string { return "blocking" }
+func (b *blocking) PreStep(context.Context, *agent.Step) error {
+	select {
+	case b.entered <- struct{}{}:
+	default:
+	}
+	<-b.release
+	return nil
+}
+
+func TestAStuckListenerHoldsUpNobodyElse(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sessions.db")
+	b := &blocking{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	h := sessionHost(t, path, b)
+	defer close(b.release) // before the host's Stop, which waits for the goroutine
+	go h.PrepareStep(context.Background(), "a", 1, 1)
+	<-b.entered
+	// A record queued behind the stuck step, withdrawn by its caller:
+	// answered as such, and never appended.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := h.Record(ctx, "a", &messages.Event{Kind: &messages.Event_Model{Model: &messages.ModelMessage{Text: "once"}}}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a withdrawn record: %v", err)
+	}
+	// Stopping the stuck agent waits for its goroutine as for its
+	// processes, within the caller's context; the host is not held up.
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer stopCancel()
+	if err := h.StopAgent(stopCtx, "a"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stopping the stuck agent: %v, want its context's deadline", err)
+	}
+	if turn, err := h.BeginTurn(context.Background(), "b", "hello"); err != nil || turn != 1 {
+		t.Fatalf("another agent: %d %v", turn, err)
+	}
+	l, err := sessionlog.Open(path, sessionlog.Options{LockTimeout: 10 * time.Millisecond})
+	if err == nil {
+		l.Close()
+		t.Fatal("the host let go of the log while running")
+	}
+	if turn, err := h.BeginTurn(context.Background(), "a", "again"); err != nil || turn != 1 {
+		t.Fatalf("agent a after its stop: %d %v", turn, err)
+	}
+}
+
+func TestAFailedOpenOfTheLogIsTriedAgain(t *testing.T) {
+	dir := t.TempDir()
+	blocker := filepath.Join(dir, "state")
+	os.WriteFile(blocker, []byte("a file where the directory goes"), 0o600)
+	h := sessionHost(t, filepath.Join(blocker, "sessions.db"))
+	if _, err := h.BeginTurn(context.Background(), "a", "hello"); err == nil {
+		t.Fatal("a log under a file opened")
+	}
+	os.Remove(blocker)
+	if turn, err := h.BeginTurn(context.Background(), "a", "hello"); err != nil || turn != 1 {
+		t.Fatalf("after the path was fixed: %d %v", turn, err)
 	}
 }

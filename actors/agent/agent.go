@@ -181,7 +181,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		// of calls is answered here, as their answers may not get through.
 		a.strategy.Stopping()
 		if a.session != nil {
-			a.session.stop() // waits out the request it is on, cut short
+			a.session.stop() // the Reaper waits for its goroutine
 			a.session = nil
 		}
 		why := "the agent is stopping"

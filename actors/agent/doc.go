@@ -37,9 +37,10 @@
 //
 // One, started at the first session message: the session goroutine, which
 // runs the session protocol and the pre-step listeners. Stopping or
-// restarting the agent cancels its context, waits for it (for the request
-// it is on, cut short), and answers the requests still queued with an
-// error. The timers (terminal_list's bound) are time.AfterFunc timers that
+// restarting the agent cancels its context and answers the requests still
+// queued with ErrStopping, without waiting: the goroutine ends after the
+// request it is on, and the agent's Reaper, which its owner waits for,
+// counts it. The timers (terminal_list's bound) are time.AfterFunc timers that
 // send the agent a message. The processes of its children are killed
 // by the Reaper in Options, which the agent's owner waits for after
 // stopping it.

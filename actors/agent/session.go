@@ -20,18 +20,28 @@ type (
 	// Record appends Event to the agent's session log (a model message, a
 	// tool call or result, a user message, a compaction). Answered with
 	// *Recorded.
-	Record struct{ Event *messages.Event }
+	Record struct {
+		Event *messages.Event
+		// Withdrawn, when it is closed before the request's turn comes
+		// (the caller's ctx.Done()), has it answered ErrWithdrawn with
+		// nothing appended. Once an append has begun it goes through.
+		Withdrawn <-chan struct{}
+	}
 	// Inject appends one user message attributed to Source: context for the
 	// model. Answered with *Recorded.
 	Inject struct {
 		Text       string
 		Source     *messages.Source
 		Turn, Step uint32
+		Withdrawn  <-chan struct{} // as Record's
 	}
 	// PrepareStep runs the pre-step listeners for step Step of turn Turn
 	// (both from 1), in order, and answers *StepPrepared: what they
 	// injected, and what the model request is built from.
-	PrepareStep struct{ Turn, Step uint32 }
+	PrepareStep struct {
+		Turn, Step uint32
+		Withdrawn  <-chan struct{} // as Record's
+	}
 
 	// Recorded answers Record and Inject: the event's sequence number, or
 	// why it was not appended.
@@ -52,6 +62,19 @@ type (
 // ErrStepCancelled is what a listener returns (or wraps) to cancel the
 // attempt to prepare a step, as opposed to failing it.
 var ErrStepCancelled = errors.New("agent: the step was cancelled by a pre-step listener")
+
+// ErrWithdrawn answers a session request whose caller gave up before its
+// turn came: nothing was done.
+var ErrWithdrawn = errors.New("agent: the request was withdrawn before it ran; nothing was appended")
+
+// ErrStopping answers a session request that the agent, stopping, never
+// began: nothing was done, and it may be sent again.
+var ErrStopping = errors.New("agent: the agent is stopping; the request was not run")
+
+// ErrInterrupted answers a session request that was running when its agent
+// stopped: it may or may not have been done (an append may have been
+// committed), so it is not sent again by itself.
+var ErrInterrupted = errors.New("agent: the agent stopped while the request ran; it may or may not have been done")
 
 // ErrNoSessionLog answers the session protocol on a host without a log.
 var ErrNoSessionLog = errors.New("agent: this host has no session log")
@@ -111,17 +134,18 @@ type session struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	done   chan struct{}
+	held   func() // the agent's Reaper waits for the goroutine
 	wake   chan struct{}
-	mu     sync.Mutex
-	queue  []sessionWork
-	closed bool
+	mu      sync.Mutex
+	queue   []sessionWork
+	current *sessionWork // the request being run
+	closed  bool
 }
 
 func newSession(a *Actor, root *actor.RootContext) *session {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &session{agent: a.opts.ID, open: a.opts.Session, listeners: a.opts.Listeners, root: root, log: a.log,
-		ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1)}
+		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), held: a.opts.Reaper.Hold()}
 	go s.run()
 	return s
 }
@@ -131,7 +155,7 @@ func (s *session) add(w sessionWork) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		s.root.Send(w.sender, s.refusal(w.msg, errors.New("agent: the agent is stopping")))
+		s.root.Send(w.sender, s.refusal(w.msg, ErrStopping))
 		return
 	}
 	s.queue = append(s.queue, w)
@@ -153,36 +177,34 @@ func runListener(ctx context.Context, l Listener, st *Step) (err error) {
 	return l.PreStep(ctx, st)
 }
 
-// stopWait bounds how long a stopping agent waits for the session
-// goroutine: a listener that ignores its context must not hang the host.
-const stopWait = 5 * time.Second
-
-// stop ends the goroutine after the request it is on and answers the rest
-// with an error; it waits for the goroutine (the request it is on, cut
-// short by the cancelled context), at most stopWait.
+// stop ends the goroutine after the request it is on (cut short by the
+// cancelled context) and answers the rest with ErrStopping. It does not
+// wait: the agent's Reaper does (Hold), and the host waits for that after
+// the agent has stopped, so a listener that ignores its context holds up
+// neither the agent's stop nor anyone else's.
 func (s *session) stop() {
 	s.cancel()
 	s.mu.Lock()
 	s.closed = true
-	left := s.queue
-	s.queue = nil
+	left, cur := s.queue, s.current
+	s.queue, s.current = nil, nil
 	s.mu.Unlock()
+	if cur != nil {
+		// Its caller hears now; the answer the goroutine sends later finds
+		// nobody waiting.
+		s.root.Send(cur.sender, s.refusal(cur.msg, ErrInterrupted))
+	}
 	for _, w := range left {
-		s.root.Send(w.sender, s.refusal(w.msg, errors.New("agent: the agent is stopping")))
+		s.root.Send(w.sender, s.refusal(w.msg, ErrStopping))
 	}
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
-	select {
-	case <-s.done:
-	case <-time.After(stopWait):
-		s.log.Warn("agent: a session request (a pre-step listener?) did not return within "+stopWait.String()+" of the agent stopping; it is left running")
-	}
 }
 
 func (s *session) run() {
-	defer close(s.done)
+	defer s.held()
 	for {
 		s.mu.Lock()
 		if s.closed {
@@ -196,8 +218,16 @@ func (s *session) run() {
 		}
 		w := s.queue[0]
 		s.queue = s.queue[1:]
+		s.current = &w
 		s.mu.Unlock()
-		s.root.Send(w.sender, s.handle(w.msg))
+		reply := s.handle(w.msg)
+		s.mu.Lock()
+		answered := s.current != &w // stop answered it
+		s.current = nil
+		s.mu.Unlock()
+		if !answered {
+			s.root.Send(w.sender, reply)
+		}
 	}
 }
 
@@ -211,7 +241,31 @@ func (s *session) refusal(msg any, err error) any {
 	return &Recorded{Err: err}
 }
 
+// withdrawn reports whether the request's caller gave up.
+func withdrawn(msg any) bool {
+	var ch <-chan struct{}
+	switch m := msg.(type) {
+	case *Record:
+		ch = m.Withdrawn
+	case *Inject:
+		ch = m.Withdrawn
+	case *PrepareStep:
+		ch = m.Withdrawn
+	case *BeginTurn:
+		ch = m.Withdrawn
+	}
+	select {
+	case <-ch: // a nil channel never is
+		return true
+	default:
+		return false
+	}
+}
+
 func (s *session) handle(msg any) any {
+	if withdrawn(msg) {
+		return s.refusal(msg, ErrWithdrawn)
+	}
 	var log *sessionlog.Log
 	var err error
 	if s.open != nil {
@@ -269,7 +323,10 @@ func (s *session) prepare(log *sessionlog.Log, m *PrepareStep) *StepPrepared {
 // BeginTurn starts the agent's next turn with the user's message: the turn
 // number is one more than the latest in the log (1 for the first), and the
 // message is recorded as its step 1. Answered with *TurnBegun.
-type BeginTurn struct{ Text string }
+type BeginTurn struct {
+	Text      string
+	Withdrawn <-chan struct{} // as Record's
+}
 
 // TurnBegun answers BeginTurn.
 type TurnBegun struct {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dsh-actors/dsh-actors/executor"
 )
@@ -42,6 +43,9 @@ tmux -u display-message -t "$TMUX_PANE" -p "$2" && printf '\0' &&
 tmux -u display-message -t "$TMUX_PANE" -p '#{session_name}' && printf '\0' &&
 tmux -u display-message -t "$TMUX_PANE" -p '#{window_name}'`
 
+// ReadTimeout bounds one reading (it takes a few milliseconds).
+const ReadTimeout = 2 * time.Second
+
 // Read reads the location of process pid (the agent's own: os.Getpid())
 // through ex. ok is false when the process is not in a tmux pane of its
 // own; err is the executor's refusal or failure.
@@ -49,6 +53,8 @@ func Read(ctx context.Context, ex *executor.Executor, pid int) (loc Location, ok
 	res, err := ex.Run(ctx, executor.Request{
 		Plugin: Plugin,
 		Argv:   []string{"bash", "-c", script, "tmux-location", strconv.Itoa(pid), fixed},
+		// A stopped or wedged tmux server must not add seconds to a turn.
+		Timeout: ReadTimeout,
 	})
 	if err != nil {
 		return Location{}, false, err
