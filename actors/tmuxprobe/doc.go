@@ -18,6 +18,11 @@
 // newlines, the characters \t): each is asked for on its own and the
 // answers are NUL-separated, so no name can mis-split the reading.
 //
+// A host shares one Listener among its agents: all of them live in the
+// host's pane, and agents that ask at once share one reading
+// (golang.org/x/sync/singleflight). Whether to inject is decided per agent,
+// from its own log.
+//
 // # Goroutines
 //
 // Read starts none; the executor's run ends before it returns.

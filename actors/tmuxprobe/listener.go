@@ -11,6 +11,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/executor"
 	"github.com/dsh-actors/dsh-actors/messages"
 	"github.com/dsh-actors/dsh-actors/sessionlog"
+	"golang.org/x/sync/singleflight"
 )
 
 // Source is what the listener's injections are attributed to.
@@ -33,6 +34,16 @@ type Listener struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+
+	// flight shares one reading among the agents that ask at once: they
+	// all live in the same pane, and a thousand tmux clients at once
+	// would time out.
+	flight singleflight.Group
+}
+
+type reading struct {
+	loc Location
+	ok  bool
 }
 
 var _ agent.Listener = (*Listener)(nil)
@@ -59,7 +70,12 @@ func (l *Listener) PreStep(ctx context.Context, s *agent.Step) error {
 	if found && l.RefreshInterval > 0 && now().Sub(time.Unix(0, last.time)) < l.RefreshInterval {
 		return nil // too soon: neither query nor injection
 	}
-	loc, ok, err := Read(ctx, l.Executor, l.PID)
+	v, err, _ := l.flight.Do("read", func() (any, error) {
+		loc, ok, err := Read(ctx, l.Executor, l.PID)
+		return reading{loc, ok}, err
+	})
+	r, _ := v.(reading)
+	loc, ok := r.loc, r.ok
 	switch {
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
 		return nil // the turn was cancelled
