@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(signalsHelperEnv); mode != "" {
 		os.Exit(signalsHelper(mode))
 	}
+	if path := os.Getenv(recorderEnv); path != "" {
+		os.Exit(recorder(path))
+	}
 	testkit.Main(m)
 }
 

@@ -1,13 +1,17 @@
 package host_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -268,5 +272,89 @@ func TestAFailedOpenOfTheLogIsTriedAgain(t *testing.T) {
 	os.Remove(blocker)
 	if turn, err := h.BeginTurn(context.Background(), "a", "hello"); err != nil || turn != 1 {
 		t.Fatalf("after the path was fixed: %d %v", turn, err)
+	}
+}
+
+// recorderEnv makes the test binary a host that records events for many
+// agents at once and prints each acknowledged one: the child that
+// TestAcknowledgedEventsSurviveKill9OfTheHost kills.
+const recorderEnv = "HOST_TEST_RECORDER"
+
+func recorder(path string) int {
+	cfg := config.Default()
+	cfg.Session.Path = path
+	h, err := host.Start(host.Options{Config: &cfg})
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for a := range 20 {
+		wg.Go(func() {
+			id := fmt.Sprint("agent-", a)
+			for i := 0; ; i++ {
+				text := fmt.Sprintf("a%d-%d", a, i)
+				seq, err := h.Record(context.Background(), id, &messages.Event{Kind: &messages.Event_Model{Model: &messages.ModelMessage{Text: text}}})
+				mu.Lock()
+				if err != nil {
+					fmt.Println("error", err)
+					os.Exit(1)
+				}
+				fmt.Printf("%s %d %s\n", id, seq, text)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return 0
+}
+
+func TestAcknowledgedEventsSurviveKill9OfTheHost(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sessions.db")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), recorderEnv+"="+path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	acked := map[string]map[uint64]string{}
+	sc := bufio.NewScanner(out)
+	n := 0
+	for n < 3000 && sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 3 {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("the host: %q", sc.Text())
+		}
+		seq, _ := strconv.ParseUint(f[1], 10, 64)
+		if acked[f[0]] == nil {
+			acked[f[0]] = map[uint64]string{}
+		}
+		acked[f[0]][seq] = f[2]
+		n++
+	}
+	cmd.Process.Signal(syscall.SIGKILL) // mid-stream
+	cmd.Wait()
+	if n < 3000 {
+		t.Fatalf("the host stopped after %d events", n)
+	}
+	l, err := sessionlog.Open(path, sessionlog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for id, want := range acked {
+		got := map[uint64]string{}
+		l.Scan(id, 1, func(r sessionlog.Record) error { got[r.Seq] = r.Event.GetModel().GetText(); return nil })
+		for seq, text := range want {
+			if got[seq] != text {
+				t.Fatalf("%s seq %d: acknowledged %q, after kill -9 %q", id, seq, text, got[seq])
+			}
+		}
 	}
 }
