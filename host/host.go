@@ -219,29 +219,40 @@ func (h *Host) Call(ctx context.Context, agentID, tool string, args json.RawMess
 		return nil, err // withdrawn before it started: nothing runs
 	}
 	callID := "c" + strconv.FormatUint(h.calls.Add(1), 10)
-	for attempt := 0; ; attempt++ {
-		pid, err := h.agentPID(ctx, agentID)
-		if err != nil {
-			return nil, err
+	call := &messages.ToolCall{CallId: callID, AgentId: agentID, Tool: tool, Arguments: args}
+	res, pid, err := h.ask(ctx, agentID, call, nil)
+	if err != nil {
+		if pid != nil && ctx.Err() != nil {
+			h.system.Root.Send(pid, &messages.CancelCall{CallId: callID})
 		}
-		call := &messages.ToolCall{CallId: callID, AgentId: agentID, Tool: tool, Arguments: args}
-		res, err := newReplyBox(h.system).request(ctx, pid, call)
+		return nil, err
+	}
+	r, ok := res.(*messages.ToolResult)
+	if !ok {
+		return nil, fmt.Errorf("host: unexpected answer %T to a tool call", res)
+	}
+	return r, nil
+}
+
+// ask sends msg to the agent and waits for its answer. An agent that
+// stopped since its PID was cached (a dead letter), or whose answer says
+// (again) that it never began the request, is started anew and asked again,
+// up to three times. pid is the agent asked last.
+func (h *Host) ask(ctx context.Context, agentID string, msg any, again func(any) bool) (res any, pid *actor.PID, err error) {
+	for attempt := 0; ; attempt++ {
+		if pid, err = h.agentPID(ctx, agentID); err != nil {
+			return nil, nil, err
+		}
+		res, err = newReplyBox(h.system).request(ctx, pid, msg)
+		retry := errors.Is(err, errDeadLetter) || (err == nil && again != nil && again(res))
 		switch {
-		case errors.Is(err, errDeadLetter) && attempt < 3:
-			// The agent stopped since its PID was cached: start it again.
+		case retry && attempt < 3:
 			h.agents.CompareAndDelete(agentID, pid)
 			continue
 		case errors.Is(err, errDeadLetter):
-			return nil, fmt.Errorf("host: agent %q keeps stopping", agentID)
-		case err != nil:
-			h.system.Root.Send(pid, &messages.CancelCall{CallId: callID})
-			return nil, err
+			return nil, pid, fmt.Errorf("host: agent %q keeps stopping", agentID)
 		}
-		r, ok := res.(*messages.ToolResult)
-		if !ok {
-			return nil, fmt.Errorf("host: unexpected answer %T to a tool call", res)
-		}
-		return r, nil
+		return res, pid, err
 	}
 }
 

@@ -75,26 +75,9 @@ func (h *Host) sessionRequest(ctx context.Context, agentID string, msg any) (any
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	for attempt := 0; ; attempt++ {
-		pid, err := h.agentPID(ctx, agentID)
-		if err != nil {
-			return nil, err
-		}
-		res, err := newReplyBox(h.system).request(ctx, pid, msg)
-		if err == nil && errors.Is(sessionErr(res), agent.ErrStopping) && attempt < 3 {
-			// Refused untouched by an agent on its way out: ask its successor.
-			h.agents.CompareAndDelete(agentID, pid)
-			continue
-		}
-		switch {
-		case errors.Is(err, errDeadLetter) && attempt < 3:
-			h.agents.CompareAndDelete(agentID, pid)
-			continue
-		case errors.Is(err, errDeadLetter):
-			return nil, fmt.Errorf("host: agent %q keeps stopping", agentID)
-		}
-		return res, err
-	}
+	// Refused untouched by an agent on its way out: ask its successor.
+	res, _, err := h.ask(ctx, agentID, msg, func(res any) bool { return errors.Is(sessionErr(res), agent.ErrStopping) })
+	return res, err
 }
 
 // Record appends ev to the agent's session log and returns its sequence
