@@ -58,17 +58,31 @@ func (l *Listener) PreStep(ctx context.Context, s *agent.Step) error {
 	if s.Step != 1 || l.Executor == nil {
 		return nil
 	}
-	last, found, err := latestInjection(s.Log, s.Agent)
-	if err != nil {
-		l.warn("reading the session log", err)
-		return nil
+	// The log is read before the query only when the interval needs it;
+	// else after a reading came (outside tmux, never), since finding that
+	// no reading was ever injected takes a scan of the whole log.
+	var last injection
+	var found, scanned bool
+	scan := func() bool {
+		var err error
+		last, found, err = latestInjection(s.Log, s.Agent)
+		scanned = true
+		if err != nil {
+			l.warn("reading the session log", err)
+		}
+		return err == nil
 	}
-	now := time.Now
-	if l.Now != nil {
-		now = l.Now
-	}
-	if found && l.RefreshInterval > 0 && now().Sub(time.Unix(0, last.time)) < l.RefreshInterval {
-		return nil // too soon: neither query nor injection
+	if l.RefreshInterval > 0 {
+		if !scan() {
+			return nil
+		}
+		now := time.Now
+		if l.Now != nil {
+			now = l.Now
+		}
+		if found && now().Sub(time.Unix(0, last.time)) < l.RefreshInterval {
+			return nil // too soon: neither query nor injection
+		}
 	}
 	v, err, _ := l.flight.Do("read", func() (any, error) {
 		loc, ok, err := Read(ctx, l.Executor, l.PID)
@@ -83,6 +97,9 @@ func (l *Listener) PreStep(ctx context.Context, s *agent.Step) error {
 		l.warn("reading the tmux location", err)
 		return nil
 	case !ok:
+		return nil
+	}
+	if !scanned && !scan() {
 		return nil
 	}
 	if found && last.state == loc.State() {
