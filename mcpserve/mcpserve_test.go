@@ -1,0 +1,103 @@
+package mcpserve_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-actors/dsh-actors/host"
+	"github.com/dsh-actors/dsh-actors/internal/hosttest"
+	"github.com/dsh-actors/dsh-actors/internal/testkit"
+	"github.com/dsh-actors/dsh-actors/mcpserve"
+)
+
+func TestMain(m *testing.M) { testkit.Main(m) }
+
+// connect opens one MCP session to s, in memory.
+func connect(t *testing.T, s *mcpserve.Server) *mcp.ClientSession {
+	t.Helper()
+	ct, st := mcp.NewInMemoryTransports()
+	ctx := context.Background()
+	if _, err := s.Connect(ctx, st, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func text(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) (string, bool) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String(), res.IsError
+}
+
+func TestToolsOverMCPWithASessionPerAgent(t *testing.T) {
+	h := hosttest.Start(t, nil, host.Options{})
+	s := mcpserve.New(h, nil)
+	defer s.Close()
+	a := connect(t, s)
+	// Every tool is listed with its schema, and the guidance is the
+	// server's instructions.
+	tools, err := a.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+		if b, _ := json.Marshal(tl.InputSchema); !strings.Contains(string(b), `"type":"object"`) {
+			t.Errorf("%s: schema %s", tl.Name, b)
+		}
+	}
+	for _, want := range []string{"bash", "terminal_open", "terminal_send", "task_kill"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("tool %s not listed (%v)", want, names)
+		}
+	}
+	if ins := a.InitializeResult().Instructions; ins != h.Guidance() || ins == "" {
+		t.Errorf("instructions %q", ins)
+	}
+	// bash keeps its state within a session; another session is another
+	// agent.
+	text(t, a, "bash", map[string]any{"command": "export X=from-a; cd /tmp"})
+	if got, _ := text(t, a, "bash", map[string]any{"command": "echo $X $PWD"}); got != "from-a /tmp\n" {
+		t.Fatalf("state within a session: %q", got)
+	}
+	b := connect(t, s)
+	if got, _ := text(t, b, "bash", map[string]any{"command": `echo "[$X]"`}); got != "[]\n" {
+		t.Fatalf("another session saw a's state: %q", got)
+	}
+	// Bad arguments and unknown tools are answered, not crashed on.
+	if got, isErr := text(t, a, "bash", map[string]any{"command": 5}); !isErr || !strings.Contains(got, "command") {
+		t.Fatalf("bad arguments: %q %v", got, isErr)
+	}
+	if _, err := a.CallTool(context.Background(), &mcp.CallToolParams{Name: "nope"}); err == nil {
+		t.Fatal("an unknown tool was called")
+	}
+	// A session that ends stops its agent: its shell is gone.
+	pidText, _ := text(t, b, "bash", map[string]any{"command": "echo $$"})
+	before := len(h.Agents())
+	b.Close()
+	testkit.Eventually(t, "the ended session's agent stopped", func() (bool, string) {
+		n := len(h.Agents())
+		return n == before-1, strings.Join(h.Agents(), ",")
+	})
+	_ = pidText
+}
