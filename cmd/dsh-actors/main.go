@@ -14,16 +14,23 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/dsh-actors/dsh-actors/actors/tmuxprobe"
 	"github.com/dsh-actors/dsh-actors/bench"
 	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/executor"
 	"github.com/dsh-actors/dsh-actors/host"
+	"github.com/dsh-actors/dsh-actors/mcpserve"
 )
 
 const usage = `dsh-actors: real terminals for LLM agents, one supervised actor each.
 
 Commands:
+  serve [--config FILE]
+      Serve every tool over the Model Context Protocol on stdin and stdout
+      (one agent per MCP session; the session's end stops it).
+
   call [--config FILE]
       Read tool calls from stdin, one JSON object a line:
         {"agent":"a1","tool":"bash","args":{"command":"echo hi"},"id":1}
@@ -141,6 +148,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdBench(ctx, args[1:], stdout, stderr)
 	case "config":
 		err = cmdConfig(args[1:], stdout)
+	case "serve":
+		err = cmdServe(ctx, args[1:], stdin, stdout, stderr)
 	case "tmux-location":
 		if len(args) > 1 {
 			if args[1] == "-h" || args[1] == "-help" || args[1] == "--help" {
@@ -409,3 +418,27 @@ func cmdConfig(args []string, stdout io.Writer) error {
 	}
 	return usageError{errors.New(`config: "config check FILE" or "config default" (dsh-actors config -h)`)}
 }
+
+func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", "[--config FILE]", "Serve every tool over the Model Context Protocol on stdin and stdout: one agent per MCP session, stopped with every process it started when the session ends.", stdout)
+	configPath := fs.String("config", "", "YAML configuration `file` (default: built-in defaults)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	h, err := startHost(*configPath, stderr)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s := mcpserve.New(h, log)
+	err = s.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+	if errors.Is(err, context.Canceled) {
+		err = nil // a signal: a clean stop
+	}
+	s.Close()
+	return errors.Join(err, stopHost(h))
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/dsh-actors/dsh-actors/host"
 	"github.com/dsh-actors/dsh-actors/internal/hosttest"
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
@@ -446,5 +448,37 @@ func TestConfigCheckAndDefault(t *testing.T) {
 	if code := run([]string{"config", "check", bad}, nil, io.Discard, &stderr); code != 1 ||
 		!strings.Contains(stderr.String(), "bash.timeoutMS: unknown key") || !strings.Contains(stderr.String(), `terminal.maxWaitMs: "x" (line 4) is not a whole number`) {
 		t.Fatalf("config check of a bad file: exit %d, %q", code, stderr.String())
+	}
+}
+
+// serve speaks MCP on its stdin and stdout: a client lists the tools and
+// runs bash; when the client goes, serve ends and its processes are gone.
+func TestServeOverStdio(t *testing.T) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		code := run([]string{"serve"}, inR, outW, io.Discard)
+		outW.Close()
+		done <- code
+	}()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "echo over-mcp"}})
+	if err != nil || len(res.Content) == 0 || res.Content[0].(*mcp.TextContent).Text != "over-mcp\n" {
+		t.Fatalf("%+v %v", res, err)
+	}
+	cs.Close()
+	inW.Close()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("serve exited %d", code)
+		}
+	case <-time.After(testkit.Timeout):
+		t.Fatal("serve did not end when its client went")
 	}
 }
