@@ -1,17 +1,13 @@
 package host_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +15,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/host"
 	"github.com/dsh-actors/dsh-actors/internal/hosttest"
+	"github.com/dsh-actors/dsh-actors/internal/testkit"
 	"github.com/dsh-actors/dsh-actors/messages"
 	"github.com/dsh-actors/dsh-actors/sessionlog"
 )
@@ -312,37 +309,7 @@ func recorder(path string) int {
 
 func TestAcknowledgedEventsSurviveKill9OfTheHost(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sessions.db")
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), recorderEnv+"="+path)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	acked := map[string]map[uint64]string{}
-	sc := bufio.NewScanner(out)
-	n := 0
-	for n < 3000 && sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) != 3 {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("the host: %q", sc.Text())
-		}
-		seq, _ := strconv.ParseUint(f[1], 10, 64)
-		if acked[f[0]] == nil {
-			acked[f[0]] = map[uint64]string{}
-		}
-		acked[f[0]][seq] = f[2]
-		n++
-	}
-	cmd.Process.Signal(syscall.SIGKILL) // mid-stream
-	cmd.Wait()
-	if n < 3000 {
-		t.Fatalf("the host stopped after %d events", n)
-	}
+	acked := testkit.KillMidStream(t, recorderEnv+"="+path, 3000)
 	l, err := sessionlog.Open(path, sessionlog.Options{})
 	if err != nil {
 		t.Fatal(err)

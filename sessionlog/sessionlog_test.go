@@ -5,18 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
 
+	"github.com/dsh-actors/dsh-actors/internal/testkit"
 	"github.com/dsh-actors/dsh-actors/messages"
 	"github.com/dsh-actors/dsh-actors/sessionlog"
 )
@@ -334,39 +332,7 @@ func appender(path string) {
 
 func TestAcknowledgedAppendsSurviveKill9(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sessions.db")
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "SESSIONLOG_APPENDER="+path)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	acked := map[string]map[uint64]string{}
-	sc := bufio.NewScanner(stdout)
-	n := 0
-	for n < 2000 && sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) != 3 || f[0] == "error" {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("the appender: %q", sc.Text())
-		}
-		seq, _ := strconv.ParseUint(f[1], 10, 64)
-		if acked[f[0]] == nil {
-			acked[f[0]] = map[uint64]string{}
-		}
-		acked[f[0]][seq] = f[2]
-		n++
-	}
-	// Mid-stream: appends are in flight, some committed and not yet
-	// printed, some not yet committed.
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
-	if n < 2000 {
-		t.Fatalf("the appender stopped after %d appends", n)
-	}
+	acked := testkit.KillMidStream(t, "SESSIONLOG_APPENDER="+path, 2000)
 	l := open(t, path)
 	for agent, want := range acked {
 		got := map[uint64]string{}
