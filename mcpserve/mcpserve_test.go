@@ -3,6 +3,8 @@ package mcpserve_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -100,4 +102,55 @@ func TestToolsOverMCPWithASessionPerAgent(t *testing.T) {
 		return n == before-1, strings.Join(h.Agents(), ",")
 	})
 	_ = pidText
+}
+
+// bearer adds a token to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+func TestStreamableHTTPWithAToken(t *testing.T) {
+	h := hosttest.Start(t, nil, host.Options{})
+	s := mcpserve.New(h, nil)
+	srv := httptest.NewServer(s.Handler(mcpserve.HTTPOptions{Token: "s3cret"}))
+	defer srv.Close()
+	defer s.Close()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	// Without the token: refused.
+	if _, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1}, nil); err == nil {
+		t.Fatal("a session without the token was accepted")
+	}
+	resp, err := http.Post(srv.URL, "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("no token: status %d", resp.StatusCode)
+	}
+	// With it: a session, bash with state, and the session's end stops the
+	// agent.
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL,
+		HTTPClient: &http.Client{Transport: bearer{"s3cret", http.DefaultTransport}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text(t, cs, "bash", map[string]any{"command": "export Y=kept"})
+	if got, _ := text(t, cs, "bash", map[string]any{"command": "echo $Y"}); got != "kept\n" {
+		t.Fatalf("%q", got)
+	}
+	if len(h.Agents()) != 1 {
+		t.Fatalf("agents %v", h.Agents())
+	}
+	cs.Close()
+	testkit.Eventually(t, "the ended session's agent stopped", func() (bool, string) {
+		return len(h.Agents()) == 0, strings.Join(h.Agents(), ",")
+	})
 }

@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,9 +30,10 @@ import (
 const usage = `dsh-actors: real terminals for LLM agents, one supervised actor each.
 
 Commands:
-  serve [--config FILE]
-      Serve every tool over the Model Context Protocol on stdin and stdout
-      (one agent per MCP session; the session's end stops it).
+  serve [--config FILE] [--http ADDR [--token TOKEN]]
+      Serve every tool over the Model Context Protocol on stdin and stdout,
+      or as streamable HTTP at /mcp (a bare port binds to 127.0.0.1). One
+      agent per MCP session; the session's end stops it.
 
   call [--config FILE]
       Read tool calls from stdin, one JSON object a line:
@@ -420,9 +424,15 @@ func cmdConfig(args []string, stdout io.Writer) error {
 }
 
 func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "[--config FILE]", "Serve every tool over the Model Context Protocol on stdin and stdout: one agent per MCP session, stopped with every process it started when the session ends.", stdout)
+	fs := newFlags("serve", "[--config FILE] [--http ADDR [--token TOKEN]]", "Serve every tool over the Model Context Protocol: on stdin and stdout, or with --http as streamable HTTP at /mcp. One agent per MCP session, stopped with every process it started when the session ends.", stdout)
 	configPath := fs.String("config", "", "YAML configuration `file` (default: built-in defaults)")
+	addr := fs.String("http", "", "serve streamable HTTP on `ADDR` (PORT or HOST:PORT; a bare port binds to 127.0.0.1)")
+	token := fs.String("token", os.Getenv("DSH_ACTORS_TOKEN"), "with --http: require this bearer `token` (default: $DSH_ACTORS_TOKEN)")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	listenAddr, err := loopbackUnlessTold(*addr, *token)
+	if err != nil {
 		return err
 	}
 	h, err := startHost(*configPath, stderr)
@@ -431,12 +441,59 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s := mcpserve.New(h, log)
-	err = s.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+	if *addr == "" {
+		err = s.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+	} else {
+		err = serveHTTP(ctx, s, listenAddr, *token, stderr)
+	}
 	if errors.Is(err, context.Canceled) {
 		err = nil // a signal: a clean stop
 	}
 	s.Close()
 	return errors.Join(err, stopHost(h))
+}
+
+// loopbackUnlessTold is the address to listen on: a bare port means
+// 127.0.0.1; another host is taken as asked, and needs a token.
+func loopbackUnlessTold(addr, token string) (string, error) {
+	if addr == "" {
+		return "", nil
+	}
+	if !strings.Contains(addr, ":") {
+		addr = ":" + addr
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", usageError{fmt.Errorf("serve: --http %q: %v", addr, err)}
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && token == "" {
+		return "", usageError{fmt.Errorf("serve: --http %q is reachable from other machines: give --token (or $DSH_ACTORS_TOKEN) too", addr)}
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+func serveHTTP(ctx context.Context, s *mcpserve.Server, addr, token string, stderr io.Writer) error {
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", s.Handler(mcpserve.HTTPOptions{Token: token}))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	fmt.Fprintf(stderr, "dsh-actors: serving MCP at http://%s/mcp\n", ln.Addr())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return srv.Shutdown(shut)
+	}
 }
 
 type nopWriteCloser struct{ io.Writer }

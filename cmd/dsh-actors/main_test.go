@@ -482,3 +482,22 @@ func TestServeOverStdio(t *testing.T) {
 		t.Fatal("serve did not end when its client went")
 	}
 }
+
+func TestServeHTTPBindsToLoopbackUnlessTold(t *testing.T) {
+	for _, c := range []struct{ addr, token, want string }{
+		{"8080", "", "127.0.0.1:8080"},
+		{":8080", "", "127.0.0.1:8080"},
+		{"localhost:8080", "", "localhost:8080"},
+		{"[::1]:8080", "", "[::1]:8080"},
+		{"0.0.0.0:8080", "t", "0.0.0.0:8080"},
+	} {
+		if got, err := loopbackUnlessTold(c.addr, c.token); err != nil || got != c.want {
+			t.Errorf("%q: %q %v, want %q", c.addr, got, err, c.want)
+		}
+	}
+	for _, addr := range []string{"0.0.0.0:8080", "192.0.2.1:80", "example.com:80"} {
+		if _, err := loopbackUnlessTold(addr, ""); err == nil || !strings.Contains(err.Error(), "--token") {
+			t.Errorf("%q without a token: %v", addr, err)
+		}
+	}
+}

@@ -1,0 +1,53 @@
+package mcpserve
+
+import (
+	"crypto/subtle"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// HTTPOptions configure Handler.
+type HTTPOptions struct {
+	// Token, when set, is required as "Authorization: Bearer TOKEN" on
+	// every request (compared in constant time).
+	Token string
+	// SessionTimeout ends a session idle this long, and stops its agent; 0
+	// means 30 minutes.
+	SessionTimeout time.Duration
+	// MaxRequestBytes bounds a request body; 0 means 4 MiB.
+	MaxRequestBytes int64
+}
+
+// Handler serves the MCP streamable HTTP transport (mount it at /mcp).
+// Requests from a browser page of another origin are refused (Go's
+// http.CrossOriginProtection), as are requests that reach a loopback
+// address under another host name (DNS rebinding; the SDK's own check).
+func (s *Server) Handler(opts HTTPOptions) http.Handler {
+	if opts.SessionTimeout <= 0 {
+		opts.SessionTimeout = 30 * time.Minute
+	}
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = 4 << 20
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.Server }, &mcp.StreamableHTTPOptions{
+		SessionTimeout:      opts.SessionTimeout,
+		MaxRequestBodyBytes: opts.MaxRequestBytes,
+	})
+	var handler http.Handler = http.NewCrossOriginProtection().Handler(h)
+	if opts.Token == "" {
+		return handler
+	}
+	want := []byte("Bearer " + opts.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(strings.TrimSpace(r.Header.Get("Authorization")))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="dsh-actors"`)
+			http.Error(w, "dsh-actors: a bearer token is required (Authorization: Bearer TOKEN)", http.StatusUnauthorized)
+			return
+		}
+		handler.ServeHTTP(w, r)
+	})
+}
