@@ -332,12 +332,14 @@ func TestSignalEndsAnIdleCall(t *testing.T) {
 	out := &testkit.Buffer{}
 	done := make(chan error, 1)
 	go func() { done <- runCall(ctx, newHost(t), pr, out) }()
-	if _, err := io.WriteString(pw, `{"agent":"a","tool":"bash","args":{"command":"sleep 100"},"id":9}`+"\n"); err != nil {
+	// The call says it is under way itself: another package's test may run
+	// a "sleep 100" of its own at the same moment.
+	sig, running := testkit.Signal(t)
+	line := fmt.Sprintf(`{"agent":"a","tool":"bash","args":{"command":"echo > %s; sleep 100"},"id":9}`, sig)
+	if _, err := io.WriteString(pw, line+"\n"); err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, "the call under way", func() (bool, string) {
-		return len(testkit.CommandsRunning("sleep 100")) > 0, "not yet"
-	})
+	running()
 	cancel()
 	var err error
 	select {
