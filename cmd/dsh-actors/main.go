@@ -66,6 +66,10 @@ Commands:
       flags, layout) as it would be injected; print nothing and exit 1 when
       not in a tmux pane of its own.
 
+  tools [--config FILE]
+      Print every tool (name, description, input schema) and the guidance
+      text for the model, as one JSON object.
+
   config check FILE
       Load FILE as the runtime would and report every problem in it (each
       names its key, the value and the rule); exit 0 when there is none.
@@ -154,6 +158,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdConfig(args[1:], stdout)
 	case "serve":
 		err = cmdServe(ctx, args[1:], stdin, stdout, stderr)
+	case "tools":
+		err = cmdTools(args[1:], stdout, stderr)
 	case "tmux-location":
 		if len(args) > 1 {
 			if args[1] == "-h" || args[1] == "-help" || args[1] == "--help" {
@@ -499,3 +505,32 @@ func serveHTTP(ctx context.Context, s *mcpserve.Server, addr, token string, stde
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+func cmdTools(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("tools", "[--config FILE]", "Print every tool (name, description, input schema) and the guidance text for the model, as one JSON object.", stdout)
+	configPath := fs.String("config", "", "YAML configuration `file` (default: built-in defaults)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	h, err := startHost(*configPath, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopHost(h)
+	type tool struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		InputSchema json.RawMessage `json:"inputSchema"`
+	}
+	out := struct {
+		Tools    []tool `json:"tools"`
+		Guidance string `json:"guidance"`
+	}{Guidance: h.Guidance()}
+	for _, t := range h.Tools() {
+		out.Tools = append(out.Tools, tool{t.Name, t.Description, t.InputSchema})
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

@@ -503,3 +503,41 @@ func TestServeHTTPBindsToLoopbackUnlessTold(t *testing.T) {
 		}
 	}
 }
+
+// `tools` prints every tool with a schema of plain types: no
+// ["null","integer"] unions, which some model APIs refuse.
+func TestToolsPrintsPlainSchemas(t *testing.T) {
+	var out, stderr bytes.Buffer
+	if code := run([]string{"tools"}, nil, &out, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var d struct {
+		Tools []struct {
+			Name        string         `json:"name"`
+			InputSchema map[string]any `json:"inputSchema"`
+		} `json:"tools"`
+		Guidance string `json:"guidance"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &d); err != nil || len(d.Tools) < 10 || d.Guidance == "" {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	var walk func(v any, path string)
+	walk = func(v any, path string) {
+		switch v := v.(type) {
+		case map[string]any:
+			if _, union := v["type"].([]any); union {
+				t.Errorf("%s: a type union %v", path, v["type"])
+			}
+			for k, sub := range v {
+				walk(sub, path+"."+k)
+			}
+		case []any:
+			for i, sub := range v {
+				walk(sub, fmt.Sprintf("%s[%d]", path, i))
+			}
+		}
+	}
+	for _, tl := range d.Tools {
+		walk(tl.InputSchema, tl.Name)
+	}
+}

@@ -259,6 +259,7 @@ func Schema[T any](omit ...string) json.RawMessage {
 		// The argument types are this project's own: a failure is a bug.
 		panic(fmt.Sprintf("toolargs: schema of %T: %v", *new(T), err))
 	}
+	plainTypes(s)
 	for _, name := range omit {
 		delete(s.Properties, name)
 		s.Required = slices.DeleteFunc(s.Required, func(r string) bool { return r == name })
@@ -269,6 +270,25 @@ func Schema[T any](omit ...string) json.RawMessage {
 		panic(fmt.Sprintf("toolargs: schema of %T: %v", *new(T), err))
 	}
 	return b
+}
+
+// plainTypes turns the type unions an optional (pointer) field gets,
+// ["null","integer"], into the plain type: a field that may be left out is
+// optional by not being required, and some model APIs refuse unions.
+func plainTypes(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	if len(s.Types) > 0 {
+		others := slices.DeleteFunc(slices.Clone(s.Types), func(t string) bool { return t == "null" })
+		if len(others) == 1 {
+			s.Type, s.Types = others[0], nil
+		}
+	}
+	for _, p := range s.Properties {
+		plainTypes(p)
+	}
+	plainTypes(s.Items)
 }
 
 // Spec describes a tool for a model: its name, what it does, and the JSON
