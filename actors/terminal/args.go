@@ -188,6 +188,27 @@ var keyBytes = map[string]string{
 	"f9": "\x1b[20~", "f10": "\x1b[21~", "f11": "\x1b[23~", "f12": "\x1b[24~",
 }
 
+// KeyNames are the key names as the schema offers them; EncodeKeys takes
+// any case, and Ctrl-x, Ctrl+x and ^x for C-x.
+func KeyNames() []string {
+	names := []string{"Enter", "Return", "Tab", "BackTab", "Space", "Esc", "Escape", "Backspace", "Delete", "Insert",
+		"Up", "Down", "Right", "Left", "Home", "End", "PageUp", "PageDown"}
+	for i := 1; i <= 12; i++ {
+		names = append(names, fmt.Sprintf("F%d", i))
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		names = append(names, "C-"+string(c))
+	}
+	for _, c := range "@[\\]^_?" {
+		names = append(names, "C-"+string(c))
+	}
+	return names
+}
+
+// SignalNames are the signal names as the schema offers them; ParseSignal
+// also takes SIGINT and any case.
+func SignalNames() []string { return []string{"INT", "TERM", "KILL", "HUP", "QUIT", "TSTP", "CONT"} }
+
 // EncodeKeys turns key names into bytes. Control keys are written C-x (also
 // Ctrl-x, Ctrl+x, ^x), for x a letter or one of @ [ \ ] ^ _ ?.
 func EncodeKeys(keys []string) ([]byte, error) {

@@ -57,3 +57,17 @@ func TestRenderFitsTheCap(t *testing.T) {
 		t.Fatalf("%q", got)
 	}
 }
+
+// Every key and signal name the schema offers is one the tool takes.
+func TestTheSchemasEnumsAreAccepted(t *testing.T) {
+	for _, k := range KeyNames() {
+		if b, err := EncodeKeys([]string{k}); err != nil || len(b) == 0 {
+			t.Errorf("key %q from the schema: %v", k, err)
+		}
+	}
+	for _, s := range SignalNames() {
+		if _, err := ParseSignal(s); err != nil {
+			t.Errorf("signal %q from the schema: %v", s, err)
+		}
+	}
+}

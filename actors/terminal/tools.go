@@ -28,11 +28,11 @@ func Specs(cfg Config) []toolargs.Spec {
 		{Name: ToolOpen, Schema: toolargs.Schema[OpenArgs](),
 			Description: "Open a terminal: a program on a pseudo-terminal of its own (an interactive bash unless you name a command). " +
 				"Returns the terminal id and the first screen once the program is ready."},
-		{Name: ToolSend, Schema: toolargs.Schema[SendArgs](omit...), Description: sendDesc},
+		{Name: ToolSend, Schema: toolargs.WithEnum(toolargs.Schema[SendArgs](omit...), "keys", KeyNames()), Description: sendDesc},
 		{Name: ToolRead, Schema: toolargs.Schema[ReadArgs](),
 			Description: "Read a terminal's output you have not seen yet, optionally waiting for the program to be ready; " +
 				"or, with offset and limit, a page of its retained history."},
-		{Name: ToolSignal, Schema: toolargs.Schema[SignalArgs](),
+		{Name: ToolSignal, Schema: toolargs.WithEnum(toolargs.Schema[SignalArgs](), "signal", SignalNames()),
 			Description: "Send a signal (INT, TERM, KILL, HUP, QUIT, TSTP, CONT) to the program in the terminal's foreground, " +
 				"as Ctrl-C or Ctrl-Z would, whatever mode the terminal is in."},
 		{Name: ToolResize, Schema: toolargs.Schema[ResizeArgs](),

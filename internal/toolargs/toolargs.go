@@ -298,3 +298,27 @@ type Spec struct {
 	Description string
 	Schema      json.RawMessage
 }
+
+// WithEnum returns schema with the property prop limited to values (for an
+// array property, its items): closed sets (signal names, key names) are
+// enums, which models follow.
+func WithEnum(schema json.RawMessage, prop string, values []string) json.RawMessage {
+	var s map[string]any
+	if err := json.Unmarshal(schema, &s); err != nil {
+		panic(fmt.Sprintf("toolargs: WithEnum: %v", err))
+	}
+	props, _ := s["properties"].(map[string]any)
+	p, ok := props[prop].(map[string]any)
+	if !ok {
+		panic(fmt.Sprintf("toolargs: WithEnum: no property %q", prop))
+	}
+	if items, ok := p["items"].(map[string]any); ok {
+		p = items
+	}
+	p["enum"] = values
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("toolargs: WithEnum: %v", err))
+	}
+	return b
+}
