@@ -258,7 +258,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 					delete(l.ids, id) // closed meanwhile: not listed
 				}
 			}
-			if len(l.infos) >= len(l.ids) {
+			if l.complete() {
 				a.answerList(ctx, l)
 			}
 		}

@@ -194,9 +194,21 @@ func (a *Actor) listed(ctx actor.Context, in *terminal.Info) {
 		return
 	}
 	l.infos[in.ID] = in
-	if len(l.infos) == len(l.ids) {
+	if l.complete() {
 		a.answerList(ctx, l)
 	}
+}
+
+// complete reports whether every terminal still asked has answered. (A
+// count would not do: a terminal that answered and then closed is no
+// longer asked, and its answer would stand in for another's.)
+func (l *listing) complete() bool {
+	for id := range l.ids {
+		if l.infos[id] == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // answerList answers a terminal_list with what came, in terminal order.
