@@ -162,7 +162,7 @@ func TestAnotherReaderOfTheTerminal(t *testing.T) {
 			h := newHost(t, nil)
 			bash(t, h, "a", start)
 			stolen := 0
-			for i := 0; i < 30 && stolen < 2; i++ {
+			for i := 0; i < 80 && stolen < 2; i++ {
 				res := bash(t, h, "a", "echo \"[${X-}]\"; (exit 3)")
 				switch {
 				case res.ShellReset:
@@ -183,7 +183,7 @@ func TestAnotherReaderOfTheTerminal(t *testing.T) {
 				}
 			}
 			if stolen == 0 {
-				t.Fatal("the reader never took a line in 30 calls: the case was not exercised")
+				t.Fatal("the reader never took a line in 80 calls: the case was not exercised")
 			}
 		})
 	}
