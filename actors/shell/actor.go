@@ -11,6 +11,7 @@ import (
 
 	"github.com/dsh-actors/dsh-actors/internal/admission"
 	"github.com/dsh-actors/dsh-actors/internal/inband"
+	"github.com/dsh-actors/dsh-actors/internal/procfs"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 	"github.com/dsh-actors/dsh-actors/internal/waitproof"
 	"github.com/dsh-actors/dsh-actors/messages"
@@ -110,6 +111,8 @@ type Actor struct {
 	lookTimer *time.Timer
 	// exiting is the Exited of a shell whose last output is settling.
 	exiting *ptyproc.Exited
+	// io is bash's read counter (see readShort).
+	io *procfs.IOCounter
 	// nextDue: a call was answered; the next one starts once the message
 	// that answered it is handled, unless a reset came after the answer.
 	nextDue bool
@@ -396,6 +399,10 @@ func (a *Actor) teardown() {
 	a.stopTimer(&a.lookTimer)
 	if a.proc != nil {
 		a.opts.Reaper.Close(a.proc)
+		if a.io != nil {
+			a.io.Close()
+			a.io = nil
+		}
 		a.proc = nil
 		a.kept.idleEnded = !a.kept.idle.empty()
 	}

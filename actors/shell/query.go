@@ -18,7 +18,11 @@ func (a *Actor) query(afterLine bool) {
 	if c.begun {
 		mark = c.out.len()
 	}
-	ex := a.write(stepQuery, a.proto.queryLine(token))
+	line := a.proto.queryLine(token)
+	if afterLine {
+		c.read.typed += len(line) // bash reads the query too before it answers
+	}
+	ex := a.write(stepQuery, line)
 	ex.token, ex.afterLine, ex.queryMark = token, afterLine, mark
 }
 

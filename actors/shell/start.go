@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/dsh-actors/dsh-actors/internal/inband"
+	"github.com/dsh-actors/dsh-actors/internal/procfs"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 )
 
@@ -50,6 +51,9 @@ func (a *Actor) startShell() error {
 		return err
 	}
 	a.proc = proc
+	// bash's read count, looked at around each line (readShort); without
+	// it, a line split with another reader goes unnoticed, as before.
+	a.io, _ = procfs.OpenIOCounter(proc.PID())
 	a.proto = newProtocol(proc.TTYName())
 	a.stream = inband.Stream{Scanner: a.proto.scan}
 	return nil

@@ -123,6 +123,8 @@ type call struct {
 	status int
 	// incomplete: the text was cancelled as incomplete.
 	incomplete bool
+	// read is bash's read count around the line being typed (readShort).
+	read lineRead
 	// ticket is the call's place at the host's gate; admitted: it got in.
 	// Nothing is typed before.
 	ticket   *admission.Ticket

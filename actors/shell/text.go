@@ -31,11 +31,38 @@ func (a *Actor) typeNext(ctx actor.Context) {
 	}
 	line := c.lines[c.next]
 	c.next++
+	typed := frameLine(line, a.bash.readline)
 	if c.eval {
-		a.write(stepText, evalLine(line))
-		return
+		typed = evalLine(line)
 	}
-	a.write(stepText, frameLine(line, a.bash.readline))
+	// What bash has read so far: a line it answers having read less of it
+	// than was typed went partly to another reader of the terminal.
+	c.read = lineRead{}
+	if a.io != nil {
+		before, err := a.io.ReadChars()
+		c.read = lineRead{before: before, typed: len(typed), known: err == nil}
+	}
+	a.write(stepText, typed)
+}
+
+// lineRead is what bash had read before the line was typed, and what was
+// typed to it since (the line, and a status query after it).
+type lineRead struct {
+	before uint64
+	typed  int
+	known  bool
+}
+
+// readShort reports whether bash read fewer bytes during the exchange than
+// were typed: another program reading the terminal took the rest, and what
+// bash ran was a piece of the line.
+func (a *Actor) readShort() bool {
+	r := a.cur.read
+	if !r.known || a.io == nil {
+		return false
+	}
+	after, err := a.io.ReadChars()
+	return err == nil && after-r.before < uint64(r.typed)
 }
 
 // lineDone: bash answered the line just typed.
@@ -83,6 +110,10 @@ func (a *Actor) lineDone(ctx actor.Context) {
 func (a *Actor) lineAnswered(ctx actor.Context, ran bool, status int) {
 	c := a.cur
 	c.continuing = false
+	if ran && a.readShort() {
+		a.lineSplit(ctx)
+		return
+	}
 	if ran {
 		c.ran, c.status = true, status
 		a.typeNext(ctx)
@@ -131,6 +162,21 @@ func (a *Actor) lineAnswered(ctx actor.Context, ran bool, status int) {
 		trailer = append(trailer, fmt.Sprintf("[exit code: %d]", status))
 	}
 	a.finish(ctx, c, a.render(c, &r, trailer))
+}
+
+// lineSplit ends the call whose line bash got only part of: another
+// program reading the terminal took the rest. What bash ran was a piece of
+// the line, so no status of it is given.
+func (a *Actor) lineSplit(ctx actor.Context) {
+	c := a.cur
+	thief := a.textStolen()
+	if thief == "" {
+		thief = "another program reading the terminal"
+	}
+	r := Result{FreshShell: c.fresh, StatusUnknown: true}
+	note := fmt.Sprintf("[bash got only part of this command: %s took the rest of the typed text, so what ran was a piece of it and its status is unknown. "+
+		"Stop that program (kill %%1 or its pid) before running more commands]", thief)
+	a.finish(ctx, c, a.render(c, &r, append([]string{note}, a.unrun(c)...)))
 }
 
 // stolenLooks and stolenPause: how often, and how far apart, a line that

@@ -195,3 +195,44 @@ func filter(keep func(Proc) bool) ([]Proc, error) {
 	}
 	return out, nil
 }
+
+// IOCounter reads a process's read count (rchar in /proc/PID/io, its
+// children not included) through a descriptor kept open: one pread a look.
+type IOCounter struct {
+	f   *os.File
+	buf [512]byte
+}
+
+// OpenIOCounter opens pid's counter.
+func OpenIOCounter(pid int) (*IOCounter, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/io")
+	if err != nil {
+		return nil, err
+	}
+	return &IOCounter{f: f}, nil
+}
+
+// ReadChars is how many bytes the process has read with read(2) and its
+// kind so far.
+func (c *IOCounter) ReadChars() (uint64, error) {
+	n, err := c.f.ReadAt(c.buf[:], 0)
+	if n == 0 && err != nil {
+		return 0, err
+	}
+	b := c.buf[:n]
+	const key = "rchar: "
+	if len(b) < len(key) || string(b[:len(key)]) != key {
+		return 0, fmt.Errorf("procfs: %s does not start with rchar", c.f.Name())
+	}
+	var v uint64
+	for _, d := range b[len(key):] {
+		if d < '0' || d > '9' {
+			break
+		}
+		v = v*10 + uint64(d-'0')
+	}
+	return v, nil
+}
+
+// Close closes the descriptor.
+func (c *IOCounter) Close() error { return c.f.Close() }
