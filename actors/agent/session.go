@@ -132,10 +132,10 @@ type session struct {
 	root      *actor.RootContext
 	log       interface{ Warn(string, ...any) }
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	held   func() // the agent's Reaper waits for the goroutine
-	wake   chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
+	held    func() // the agent's Reaper waits for the goroutine
+	wake    chan struct{}
 	mu      sync.Mutex
 	queue   []sessionWork
 	current *sessionWork // the request being run
