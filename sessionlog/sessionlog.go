@@ -467,27 +467,24 @@ func checkSize(path string) error {
 	// (16), the freelist page (8), the high-water page id (8), the
 	// transaction id (8) and a checksum.
 	const magic = 0xED0CDAED
-	var need int64
-	var head [64]byte
-	for _, off := range []int64{0, -1} {
-		if off < 0 {
-			n, err := f.ReadAt(head[:], 0)
-			if n < len(head) || err != nil {
-				break
-			}
-			off = int64(binary.LittleEndian.Uint32(head[24:28])) // page 1 sits one page in
+	// meta reads the page size and the size the meta page at off needs;
+	// zero when it is no meta page.
+	meta := func(off int64) (pageSize, need int64) {
+		var head [64]byte
+		if n, _ := f.ReadAt(head[:], off); n < len(head) || binary.LittleEndian.Uint32(head[16:20]) != magic {
+			return 0, 0
 		}
-		if n, _ := f.ReadAt(head[:], off); n < len(head) {
-			continue
-		}
-		if binary.LittleEndian.Uint32(head[16:20]) != magic {
-			continue
-		}
-		pageSize := int64(binary.LittleEndian.Uint32(head[24:28]))
+		pageSize = int64(binary.LittleEndian.Uint32(head[24:28]))
 		hwm := int64(binary.LittleEndian.Uint64(head[56:64]))
-		if pageSize > 0 && hwm > 0 && hwm < 1<<40 {
-			need = max(need, min(hwm*pageSize, 1<<50))
+		if pageSize <= 0 || hwm <= 0 || hwm >= 1<<40 {
+			return pageSize, 0
 		}
+		return pageSize, hwm * pageSize
+	}
+	pageSize, need := meta(0)
+	if pageSize > 0 {
+		_, need1 := meta(pageSize) // page 1 sits one page in
+		need = max(need, need1)
 	}
 	if need > 0 && st.Size() < need {
 		return fmt.Errorf("session log %s: cut short: the file has %d bytes and its header says %d (restore it from a copy, or move it away to start a new log)", path, st.Size(), need)

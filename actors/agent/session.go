@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -130,7 +131,7 @@ type session struct {
 	open      func() (*sessionlog.Log, error)
 	listeners []Listener
 	root      *actor.RootContext
-	log       interface{ Warn(string, ...any) }
+	log       *slog.Logger
 
 	ctx     context.Context
 	cancel  context.CancelFunc
