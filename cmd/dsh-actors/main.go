@@ -289,6 +289,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && args[0] == "soak" {
 		return cmdBenchSoak(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "serve" {
+		return cmdBenchServe(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
 		fmt.Fprint(stdout, benchUsage)
 		return errHelp
