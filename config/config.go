@@ -26,16 +26,18 @@ type Config struct {
 	Session Session `yaml:"session"`
 	// TmuxContext configures the tmux location plugin.
 	TmuxContext TmuxContext `yaml:"tmuxContext"`
+	// Limits bounds what the host runs at once.
+	Limits Limits `yaml:"limits"`
 }
 
 // Default returns the configuration used when there is no file.
 func Default() Config {
-	return Config{Bash: shell.DefaultConfig(), Terminal: terminal.DefaultConfig(), Admission: DefaultAdmission()}
+	return Config{Bash: shell.DefaultConfig(), Terminal: terminal.DefaultConfig(), Admission: DefaultAdmission(), Limits: DefaultLimits()}
 }
 
 // Validate checks every section.
 func (c Config) Validate() error {
-	return errors.Join(c.Bash.Validate(), c.Terminal.Validate(), c.Admission.Validate(), c.Session.Validate(), c.TmuxContext.Validate())
+	return errors.Join(c.Bash.Validate(), c.Terminal.Validate(), c.Admission.Validate(), c.Session.Validate(), c.TmuxContext.Validate(), c.Limits.Validate())
 }
 
 // Parse reads YAML on top of the defaults and validates the result. name is

@@ -39,6 +39,11 @@ var comments = map[string]string{
 	"tmuxContext":                    "The tmux location, injected on the first step of each turn it changed.",
 	"tmuxContext.enabled":            "true: read and inject it",
 	"tmuxContext.refreshIntervalMs":  "> 0: no query and no injection within this long of the latest one",
+	"limits":                         "What the whole host runs at once; 0: no limit. Per agent: one shell, terminal.maxTerminals, terminal.maxTasks.",
+	"limits.agents":                  "agents at once (each MCP session is one)",
+	"limits.shells":                  "agents with a live bash shell",
+	"limits.terminals":               "terminals open, across agents",
+	"limits.tasks":                   "background tasks running, across agents",
 }
 
 // DefaultYAML is the default configuration as a commented file: loaded

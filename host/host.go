@@ -17,6 +17,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/actors/terminal"
 	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/executor"
+	"github.com/dsh-actors/dsh-actors/internal/limits"
 	"github.com/dsh-actors/dsh-actors/internal/sigstate"
 	"github.com/dsh-actors/dsh-actors/messages"
 	"github.com/dsh-actors/dsh-actors/sessionlog"
@@ -77,6 +78,8 @@ type Host struct {
 	// closes it in Stop.
 	session func() (*sessionlog.Log, error)
 	ownLog  atomic.Pointer[sessionlog.Log]
+	// limits count what the host runs against the configuration's limits.
+	limits *limits.Set
 }
 
 // dispatcher runs every actor of the host on the goroutine that sends it a
@@ -115,9 +118,10 @@ func Start(opts Options) (*Host, error) {
 	h.session = sessionOpener(h, opts.SessionLog, cfg.Session)
 	listeners := append(plugins(cfg, opts.Executor, log), opts.Listeners...)
 	gate := cfg.Admission.NewGate()
+	h.limits = cfg.Limits.NewSet()
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return newHostActor(h, agentOptions{cfg: cfg, dir: opts.Dir, env: opts.Env, log: log, gate: gate,
-			session: h.session, listeners: listeners})
+			session: h.session, listeners: listeners, limits: h.limits})
 	}, actor.WithGuardian(resumeGuardian), actor.WithDispatcher(dispatcher))
 	pid, err := h.system.Root.SpawnNamed(props, "dsh-host-"+h.system.ProcessRegistry.NextId())
 	if err != nil {
@@ -368,4 +372,23 @@ func (m minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (m minLevel) WithGroup(name string) slog.Handler {
 	return minLevel{m.Handler.WithGroup(name), m.level}
+}
+
+// Usage is how much of one kind the host runs, against its limit.
+type Usage struct {
+	// Kind is agents, shells, terminals or tasks (the key under limits).
+	Kind string
+	// InUse is how many run now; Max is the limit, 0 for none.
+	InUse, Max int64
+	// Refused counts what was turned down at the limit.
+	Refused uint64
+}
+
+// Usage reports every kind the host limits, in a fixed order.
+func (h *Host) Usage() []Usage {
+	var out []Usage
+	for _, p := range h.limits.Pools() {
+		out = append(out, Usage{Kind: string(p.Kind()), InUse: p.InUse(), Max: p.Max(), Refused: p.Refused()})
+	}
+	return out
 }

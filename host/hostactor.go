@@ -14,6 +14,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/actors/agent"
 	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/internal/admission"
+	"github.com/dsh-actors/dsh-actors/internal/limits"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 	"github.com/dsh-actors/dsh-actors/sessionlog"
 	"github.com/dsh-actors/dsh-actors/supervision"
@@ -39,6 +40,7 @@ type agentOptions struct {
 	// session opens the session log; listeners run before each step.
 	session   func() (*sessionlog.Log, error)
 	listeners []agent.Listener
+	limits    *limits.Set
 }
 
 // agentPolicy: an agent that panics is restarted (its children are stopped
@@ -74,6 +76,7 @@ func mustStrategy(p supervision.Policy) *supervision.Strategy {
 
 type agentEntry struct {
 	pid           *actor.PID
+	hold          *limits.Hold
 	reaper        *ptyproc.Reaper
 	stopping      bool
 	stopWaiters   []*actor.PID
@@ -147,6 +150,7 @@ func (a *hostActor) Receive(ctx actor.Context) {
 		delete(a.agents, id)
 		a.h.agents.CompareAndDelete(id, e.pid)
 		a.strategy.ChildTerminated(m.Who)
+		e.hold.Release()
 		// The agent's actors are gone; its processes may still be dying.
 		// Stop waiters are answered once they are.
 		a.h.reaping.Add(1)
@@ -172,6 +176,10 @@ func (a *hostActor) Receive(ctx actor.Context) {
 
 // spawn starts agent id and answers its PID, or an error.
 func (a *hostActor) spawn(ctx actor.Context, id string) any {
+	hold, err := a.opts.limits.Pool(limits.Agents).Take()
+	if err != nil {
+		return fmt.Errorf("host: starting agent %q: %w", id, err)
+	}
 	reaper := &ptyproc.Reaper{}
 	pid, err := ctx.SpawnNamed(agent.Props(agent.Options{
 		ID:         id,
@@ -184,11 +192,13 @@ func (a *hostActor) spawn(ctx actor.Context, id string) any {
 		Dispatcher: dispatcher,
 		Session:    a.opts.session,
 		Listeners:  a.opts.listeners,
+		Limits:     a.opts.limits,
 	}), fmt.Sprintf("%s#%d", id, a.incarnation.Add(1)))
 	if err != nil {
+		hold.Release()
 		return fmt.Errorf("host: starting agent %q: %w", id, err)
 	}
-	a.agents[id] = &agentEntry{pid: pid, reaper: reaper}
+	a.agents[id] = &agentEntry{pid: pid, hold: hold, reaper: reaper}
 	a.byPID[pid.Id] = id
 	a.h.agents.Store(id, pid)
 	return pid

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-actors/dsh-actors/host"
+	"github.com/dsh-actors/dsh-actors/internal/limits"
 )
 
 // Server is a host's tools as an MCP server.
@@ -99,6 +100,11 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, tool string
 		args = json.RawMessage("{}")
 	}
 	r, err := s.h.Call(ctx, s.agentOf(req.Session), tool, args)
+	var limit *limits.Error
+	if errors.As(err, &limit) {
+		// The session's agent could not start: the model should see why.
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: tool + ": " + limit.Error()}}, IsError: true}, nil
+	}
 	if err != nil {
 		return nil, err
 	}

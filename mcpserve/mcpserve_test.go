@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/host"
 	"github.com/dsh-actors/dsh-actors/internal/hosttest"
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
@@ -101,7 +103,34 @@ func TestToolsOverMCPWithASessionPerAgent(t *testing.T) {
 		n := len(h.Agents())
 		return n == before-1, strings.Join(h.Agents(), ",")
 	})
-	_ = pidText
+	pid, err := strconv.Atoi(strings.TrimSpace(pidText))
+	if err != nil {
+		t.Fatalf("shell pid %q", pidText)
+	}
+	testkit.SessionGone(t, pid)
+}
+
+// A session past the host's limit on agents is told so in a tool result
+// the model can read, and the session that runs is not disturbed.
+func TestASessionPastTheAgentLimitIsToldWhy(t *testing.T) {
+	h := hosttest.Start(t, func(c *config.Config) { c.Limits.Agents = 1 }, host.Options{})
+	s := mcpserve.New(h, nil)
+	defer s.Close()
+	a, b := connect(t, s), connect(t, s)
+	if got, isErr := text(t, a, "bash", map[string]any{"command": "echo a"}); isErr || got != "a\n" {
+		t.Fatalf("first session: %q", got)
+	}
+	if got, isErr := text(t, b, "bash", map[string]any{"command": "echo b"}); !isErr || !strings.Contains(got, "limits.agents") {
+		t.Fatalf("second session past the limit: %q (error %v)", got, isErr)
+	}
+	if got, isErr := text(t, a, "bash", map[string]any{"command": "echo again"}); isErr || got != "again\n" {
+		t.Fatalf("first session after the refusal: %q", got)
+	}
+	a.Close()
+	testkit.Eventually(t, "the second session's agent starts once the first ended", func() (bool, string) {
+		got, isErr := text(t, b, "bash", map[string]any{"command": "echo b"})
+		return !isErr && got == "b\n", got
+	})
 }
 
 // bearer adds a token to every request.

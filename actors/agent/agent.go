@@ -14,6 +14,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/actors/terminal"
 	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/internal/admission"
+	"github.com/dsh-actors/dsh-actors/internal/limits"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 	"github.com/dsh-actors/dsh-actors/internal/safetext"
 	"github.com/dsh-actors/dsh-actors/messages"
@@ -54,6 +55,9 @@ type Options struct {
 	Session func() (*sessionlog.Log, error)
 	// Listeners run before each step, in this order (see Listener).
 	Listeners []Listener
+	// Limits are the host's limits on shells, terminals and tasks; nil
+	// means none.
+	Limits *limits.Set
 }
 
 // DefaultShellPolicy restarts the shell after each reset (timeout, exit,
@@ -81,9 +85,14 @@ type Actor struct {
 	tasks    *actor.PID
 	// terminals maps the agent's terminal ids to their actors: the only way
 	// to reach a terminal, so another agent's id is simply not found.
-	terminals    map[string]*actor.PID
-	terminalIDs  map[string]string // PID id -> terminal id
-	lastTerminal int
+	terminals   map[string]*actor.PID
+	terminalIDs map[string]string // PID id -> terminal id
+	// terminalHolds count the terminals against the host's limit; a
+	// closed one gives its hold back when its close is answered, so that
+	// the next terminal_open may use it (its actor's stop comes a little
+	// later, and gives it back too if nothing did).
+	terminalHolds map[string]*limits.Hold // PID id -> hold
+	lastTerminal  int
 	// inflight are the calls handed to a child and not answered yet. The
 	// child answers the agent, which passes the answer on; a child that
 	// stops with calls in its mailbox (protoactor drops them) cannot leave
@@ -136,7 +145,7 @@ func Props(opts Options) *actor.Props {
 			panic(fmt.Sprintf("agent: invalid shell policy: %v", err))
 		}
 		return &Actor{opts: opts, log: log, strategy: strategy,
-			terminals: map[string]*actor.PID{}, terminalIDs: map[string]string{}, inflight: map[string]inflight{}, lists: map[string]*listing{}, lost: lost}
+			terminals: map[string]*actor.PID{}, terminalIDs: map[string]string{}, terminalHolds: map[string]*limits.Hold{}, inflight: map[string]inflight{}, lists: map[string]*listing{}, lost: lost}
 	}, opts.propsOptions(log)...)
 }
 
@@ -245,6 +254,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 					delete(a.terminalIDs, f.child.Id)
 					delete(a.terminals, id)
 				}
+				a.terminalHolds[f.child.Id].Release()
+				delete(a.terminalHolds, f.child.Id)
 			}
 			ctx.Send(f.caller, m)
 		}
@@ -281,6 +292,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 				delete(a.terminalIDs, m.Who.Id)
 				delete(a.terminals, id)
 			}
+			delete(a.terminalHolds, m.Who.Id)
 		}
 		a.strategy.ChildTerminated(m.Who)
 		ctx.Send(ctx.Self(), &childGone{who: m.Who})
@@ -342,9 +354,14 @@ func (a *Actor) failCalls(ctx actor.Context, child *actor.PID, why string) {
 	}
 }
 
-// shellPID returns the agent's shell actor, spawning it on first use.
-func (a *Actor) shellPID(ctx actor.Context) *actor.PID {
+// shellPID returns the agent's shell actor, spawning it on first use; the
+// error is the host's limit on shells, reached.
+func (a *Actor) shellPID(ctx actor.Context) (*actor.PID, error) {
 	if a.shell == nil {
+		hold, err := a.opts.Limits.Pool(limits.Shells).Take()
+		if err != nil {
+			return nil, err
+		}
 		a.shell = ctx.Spawn(shell.Props(shell.Options{
 			Config: a.opts.Config.Bash,
 			Dir:    a.opts.Dir,
@@ -352,9 +369,9 @@ func (a *Actor) shellPID(ctx actor.Context) *actor.PID {
 			Logger: a.log,
 			Reaper: a.opts.Reaper,
 			Gate:   a.opts.Gate,
-		}, a.opts.propsOptions(a.log)...))
+		}, append(a.opts.propsOptions(a.log), limits.ReleaseOnStop(hold))...))
 	}
-	return a.shell
+	return a.shell, nil
 }
 
 // tasksPID returns the agent's task registry, spawning it on first use.
@@ -364,6 +381,7 @@ func (a *Actor) tasksPID(ctx actor.Context) *actor.PID {
 			Terminal:     a.opts.Config.Terminal,
 			Logger:       a.log,
 			PropsOptions: a.opts.propsOptions(a.log),
+			Limits:       a.opts.Limits.Pool(limits.Tasks),
 		}, a.opts.propsOptions(a.log)...))
 		_ = a.strategy.SetPolicy(a.tasks, tasksPolicy)
 	}

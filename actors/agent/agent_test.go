@@ -15,6 +15,7 @@ import (
 
 	"github.com/dsh-actors/dsh-actors/actors/shell"
 	"github.com/dsh-actors/dsh-actors/config"
+	"github.com/dsh-actors/dsh-actors/internal/limits"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
 	"github.com/dsh-actors/dsh-actors/messages"
@@ -30,11 +31,13 @@ type fixture struct {
 	system *actor.ActorSystem
 	mark   string
 	logs   *testkit.Buffer
+	// limits count the agents' shells, terminals and tasks (no limit).
+	limits *limits.Set
 }
 
 func newFixture(t *testing.T) *fixture {
 	mark := testkit.ProcessMark(t)
-	return &fixture{t: t, system: testkit.NewSystem(t), mark: mark, logs: &testkit.Buffer{}}
+	return &fixture{t: t, system: testkit.NewSystem(t), mark: mark, logs: &testkit.Buffer{}, limits: config.Limits{}.NewSet()}
 }
 
 // spawn starts an agent as a root actor (protoactor's default guardian
@@ -49,6 +52,7 @@ func (f *fixture) spawn(id string, policy *supervision.Policy) *actor.PID {
 		Logger:      slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Reaper:      reaper,
 		ShellPolicy: policy,
+		Limits:      f.limits,
 	}), id)
 	if err != nil {
 		f.t.Fatal(err)
@@ -129,6 +133,11 @@ func TestPanicIsLoggedSupervisedAndContained(t *testing.T) {
 	}
 	if got := f.bash(a, `echo "[${X-}]"`); got != "[]\n" {
 		t.Fatalf("agent a after its restart: %q, want a fresh shell", got)
+	}
+	// What the failed agent held was given back: two shells (a's new one,
+	// b's), no terminal.
+	if s, tm := f.limits.Shells.InUse(), f.limits.Terminals.InUse(); s != 2 || tm != 0 {
+		t.Errorf("after the restart, %d shells and %d terminals are counted, want 2 and 0", s, tm)
 	}
 	testkit.SessionGone(t, oldShell)
 	// The terminal it lost is not simply unknown: the answer says why.

@@ -14,6 +14,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/actors/tasks"
 	"github.com/dsh-actors/dsh-actors/actors/terminal"
 	"github.com/dsh-actors/dsh-actors/config"
+	"github.com/dsh-actors/dsh-actors/internal/limits"
 	"github.com/dsh-actors/dsh-actors/internal/toolargs"
 	"github.com/dsh-actors/dsh-actors/messages"
 )
@@ -66,7 +67,12 @@ func bashTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
 		ctx.Respond(errorResult(call, err.Error()))
 		return
 	}
-	a.forward(ctx, call, a.shellPID(ctx), &shell.Run{CallID: call.CallId, Args: args})
+	pid, err := a.shellPID(ctx)
+	if err != nil {
+		ctx.Respond(errorResult(call, "bash: "+err.Error()))
+		return
+	}
+	a.forward(ctx, call, pid, &shell.Run{CallID: call.CallId, Args: args})
 }
 
 func openTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
@@ -80,14 +86,20 @@ func openTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
 		ctx.Respond(errorResult(call, fmt.Sprintf("terminal_open: %d terminals are open, the limit (terminal.maxTerminals); close those you no longer need, exited ones too (terminal_list shows them)", len(a.terminals))))
 		return
 	}
+	hold, err := a.opts.Limits.Pool(limits.Terminals).Take()
+	if err != nil {
+		ctx.Respond(errorResult(call, "terminal_open: "+err.Error()))
+		return
+	}
 	a.lastTerminal++
 	id := "t" + strconv.Itoa(a.lastTerminal)
 	pid := ctx.Spawn(terminal.Props(terminal.Options{
 		ID: id, Args: args, Config: cfg, Env: a.opts.Env, Dir: a.opts.Dir, Logger: a.log, Reaper: a.opts.Reaper,
-	}, a.opts.propsOptions(a.log)...))
+	}, append(a.opts.propsOptions(a.log), limits.ReleaseOnStop(hold))...))
 	_ = a.strategy.SetPolicy(pid, terminalPolicy)
 	a.terminals[id] = pid
 	a.terminalIDs[pid.Id] = id
+	a.terminalHolds[pid.Id] = hold
 	a.forward(ctx, call, pid, &terminal.Open{CallID: call.CallId})
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/dsh-actors/dsh-actors/actors/terminal"
+	"github.com/dsh-actors/dsh-actors/internal/limits"
 	"github.com/dsh-actors/dsh-actors/internal/safetext"
 	"github.com/dsh-actors/dsh-actors/messages"
 )
@@ -32,6 +33,8 @@ type entry struct {
 	running  bool
 	started  bool
 	ready    terminal.Readiness
+	// hold counts the task against the host's limit while it runs.
+	hold *limits.Hold
 }
 
 // maxFinished is how many finished tasks are remembered (their final
@@ -67,6 +70,9 @@ func (r *Registry) Receive(ctx actor.Context) {
 		}
 		if e, ok := r.tasks[m.id]; ok {
 			e.running, e.ready, e.started = m.running, m.ready, m.started
+			if !e.running {
+				e.hold.Release() // finished: its output may still be read
+			}
 			r.forgetOld(ctx)
 		}
 	case *actor.Terminated:
@@ -92,6 +98,11 @@ func (r *Registry) start(ctx actor.Context, m *Start) {
 			"terminal_send: %d background tasks are already running, the limit (terminal.maxTasks); wait for one with task_output or stop one with task_kill", running)))
 		return
 	}
+	hold, err := r.opts.Limits.Take()
+	if err != nil {
+		ctx.Respond(errorResult(m.CallID, terminal.ToolSend, "terminal_send: "+err.Error()))
+		return
+	}
 	r.next++
 	id := "task-" + strconv.Itoa(r.next)
 	// Taken now: a producer runs again on a restart, when ctx is another
@@ -100,8 +111,8 @@ func (r *Registry) start(ctx actor.Context, m *Start) {
 	caller, self := ctx.Sender(), ctx.Self()
 	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &task{id: id, start: m, caller: caller, cfg: r.opts.Terminal, registry: self}
-	}, r.opts.PropsOptions...))
-	r.tasks[id] = &entry{pid: pid, terminal: m.TerminalID, text: m.Text, since: time.Now(), running: true}
+	}, append(r.opts.PropsOptions, limits.ReleaseOnStop(hold))...))
+	r.tasks[id] = &entry{pid: pid, terminal: m.TerminalID, text: m.Text, since: time.Now(), running: true, hold: hold}
 }
 
 func (r *Registry) forward(ctx actor.Context, callID, tool, id string, msg any) {

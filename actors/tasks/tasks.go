@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/dsh-actors/dsh-actors/actors/terminal"
+	"github.com/dsh-actors/dsh-actors/internal/limits"
 	"github.com/dsh-actors/dsh-actors/internal/toolargs"
 	"github.com/dsh-actors/dsh-actors/messages"
 )
@@ -75,6 +76,8 @@ type Options struct {
 	Logger   *slog.Logger
 	// PropsOptions are given to every task actor (dispatcher, middleware).
 	PropsOptions []actor.PropsOption
+	// Limits is the host's pool of running tasks; nil means no host limit.
+	Limits *limits.Pool
 }
 
 // Props returns the props of a task registry.
