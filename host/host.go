@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/internal/limits"
 	"github.com/dsh-actors/dsh-actors/internal/sigstate"
 	"github.com/dsh-actors/dsh-actors/messages"
+	"github.com/dsh-actors/dsh-actors/metrics"
 	"github.com/dsh-actors/dsh-actors/sessionlog"
 )
 
@@ -54,6 +56,10 @@ type Options struct {
 	// Executor runs plugins' commands; nil means one with
 	// executor.AllowAll.
 	Executor *executor.Executor
+	// Metrics records the host's calls, failures and usage; nil records
+	// nothing. The actor system made for the host (System nil) carries
+	// protoactor's instruments when the Metrics has them.
+	Metrics *metrics.Metrics
 }
 
 // Host runs agents. It is safe for concurrent use.
@@ -79,7 +85,8 @@ type Host struct {
 	session func() (*sessionlog.Log, error)
 	ownLog  atomic.Pointer[sessionlog.Log]
 	// limits count what the host runs against the configuration's limits.
-	limits *limits.Set
+	limits  *limits.Set
+	metrics *metrics.Metrics
 }
 
 // dispatcher runs every actor of the host on the goroutine that sends it a
@@ -112,16 +119,27 @@ func Start(opts Options) (*Host, error) {
 	h := &Host{system: opts.System, cfg: cfg, log: log, stopDone: make(chan struct{})}
 	if h.system == nil {
 		quiet := slog.New(minLevel{log.Handler(), slog.LevelWarn})
-		h.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+		sysOpts := append([]actor.ConfigOption{actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet })},
+			opts.Metrics.ActorSystemOptions()...)
+		h.system = actor.NewActorSystem(sysOpts...)
 		h.ownSystem = true
 	}
+	h.metrics = opts.Metrics
 	h.session = sessionOpener(h, opts.SessionLog, cfg.Session)
 	listeners := append(plugins(cfg, opts.Executor, log), opts.Listeners...)
 	gate := cfg.Admission.NewGate()
 	h.limits = cfg.Limits.NewSet()
+	opts.Metrics.KnownTools(agent.AllToolNames()...)
+	opts.Metrics.ReportUsage(func() []metrics.Usage {
+		var out []metrics.Usage
+		for _, u := range h.Usage() {
+			out = append(out, metrics.Usage(u))
+		}
+		return out
+	})
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return newHostActor(h, agentOptions{cfg: cfg, dir: opts.Dir, env: opts.Env, log: log, gate: gate,
-			session: h.session, listeners: listeners, limits: h.limits})
+			session: h.session, listeners: listeners, limits: h.limits, metrics: opts.Metrics})
 	}, actor.WithGuardian(resumeGuardian), actor.WithDispatcher(dispatcher))
 	pid, err := h.system.Root.SpawnNamed(props, "dsh-host-"+h.system.ProcessRegistry.NextId())
 	if err != nil {
@@ -150,6 +168,9 @@ func ResetInheritedSignals() error { return sigstate.Reexec() }
 
 // System returns the actor system the host runs on.
 func (h *Host) System() *actor.ActorSystem { return h.system }
+
+// Metrics returns the host's metrics; nil when it has none.
+func (h *Host) Metrics() *metrics.Metrics { return h.metrics }
 
 // Config returns the host's configuration.
 func (h *Host) Config() config.Config { return h.cfg }
@@ -224,17 +245,21 @@ func (h *Host) Call(ctx context.Context, agentID, tool string, args json.RawMess
 	}
 	callID := "c" + strconv.FormatUint(h.calls.Add(1), 10)
 	call := &messages.ToolCall{CallId: callID, AgentId: agentID, Tool: tool, Arguments: args}
+	start := time.Now()
 	res, pid, err := h.ask(ctx, agentID, call, nil)
 	if err != nil {
-		if pid != nil && ctx.Err() != nil {
+		cancelled := ctx.Err() != nil
+		if pid != nil && cancelled {
 			h.system.Root.Send(pid, &messages.CancelCall{CallId: callID})
 		}
+		h.metrics.Call(tool, time.Since(start), false, nil, err, cancelled)
 		return nil, err
 	}
 	r, ok := res.(*messages.ToolResult)
 	if !ok {
 		return nil, fmt.Errorf("host: unexpected answer %T to a tool call", res)
 	}
+	h.metrics.Call(tool, time.Since(start), r.IsError, r.Data, nil, false)
 	return r, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/internal/admission"
 	"github.com/dsh-actors/dsh-actors/internal/limits"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
+	"github.com/dsh-actors/dsh-actors/metrics"
 	"github.com/dsh-actors/dsh-actors/sessionlog"
 	"github.com/dsh-actors/dsh-actors/supervision"
 )
@@ -41,6 +42,7 @@ type agentOptions struct {
 	session   func() (*sessionlog.Log, error)
 	listeners []agent.Listener
 	limits    *limits.Set
+	metrics   *metrics.Metrics
 }
 
 // agentPolicy: an agent that panics is restarted (its children are stopped
@@ -193,6 +195,7 @@ func (a *hostActor) spawn(ctx actor.Context, id string) any {
 		Session:    a.opts.session,
 		Listeners:  a.opts.listeners,
 		Limits:     a.opts.limits,
+		Metrics:    a.opts.metrics,
 	}), fmt.Sprintf("%s#%d", id, a.incarnation.Add(1)))
 	if err != nil {
 		hold.Release()

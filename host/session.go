@@ -42,7 +42,7 @@ func sessionOpener(h *Host, given *sessionlog.Log, cfg config.Session) func() (*
 				return nil, err
 			}
 		}
-		l, err := sessionlog.Open(path, sessionlog.Options{})
+		l, err := sessionlog.Open(path, sessionlog.Options{OnAppend: h.metrics.Append})
 		if err != nil {
 			return nil, err
 		}

@@ -36,11 +36,17 @@ func (s *Server) Handler(opts HTTPOptions) http.Handler {
 		SessionTimeout:      opts.SessionTimeout,
 		MaxRequestBodyBytes: opts.MaxRequestBytes,
 	})
-	var handler http.Handler = http.NewCrossOriginProtection().Handler(h)
-	if opts.Token == "" {
-		return handler
+	return RequireToken(opts.Token, http.NewCrossOriginProtection().Handler(s.answers.countPosts(h)))
+}
+
+// RequireToken refuses requests without "Authorization: Bearer TOKEN"
+// (401, compared in constant time); an empty token lets every request
+// through.
+func RequireToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
 	}
-	want := []byte("Bearer " + opts.Token)
+	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := []byte(strings.TrimSpace(r.Header.Get("Authorization")))
 		if subtle.ConstantTimeCompare(got, want) != 1 {
@@ -48,6 +54,6 @@ func (s *Server) Handler(opts HTTPOptions) http.Handler {
 			http.Error(w, "dsh-actors: a bearer token is required (Authorization: Bearer TOKEN)", http.StatusUnauthorized)
 			return
 		}
-		handler.ServeHTTP(w, r)
+		next.ServeHTTP(w, r)
 	})
 }

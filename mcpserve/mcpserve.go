@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,9 @@ type Server struct {
 	next atomic.Uint64
 	// agents maps live sessions to their agents' ids.
 	agents sync.Map // *mcp.ServerSession -> *session
+	calls  drainer
+	// answers are the requests whose answers are not written yet.
+	answers answers
 }
 
 // Version is what the server says it is.
@@ -82,8 +86,10 @@ func (s *Server) agentOf(ss *mcp.ServerSession) string { return s.sessionOf(ss).
 func (s *Server) watch(ss *mcp.ServerSession) {
 	e := s.sessionOf(ss)
 	e.once.Do(func() {
+		s.h.Metrics().SessionStarted()
 		s.wg.Go(func() {
 			_ = ss.Wait()
+			s.h.Metrics().SessionEnded()
 			s.agents.Delete(ss)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -95,6 +101,12 @@ func (s *Server) watch(ss *mcp.ServerSession) {
 }
 
 func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, tool string) (*mcp.CallToolResult, error) {
+	ctx, leave, ok := s.calls.enter(ctx)
+	if !ok {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{
+			Text: tool + ": not run: the server is shutting down"}}, IsError: true}, nil
+	}
+	defer leave()
 	args := json.RawMessage(req.Params.Arguments)
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
@@ -115,9 +127,52 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, tool string
 	return res, nil
 }
 
-// Close ends every session still open and waits until their agents are
-// stopped.
+// Drain refuses tool calls from now on (they are answered with an error
+// saying the server is shutting down) and waits until the calls in flight
+// are answered. When ctx ends first, it cancels those still running, waits
+// up to 5 s more for their answers, and returns ctx's error.
+func (s *Server) Drain(ctx context.Context) error {
+	err := s.calls.drain(ctx)
+	answered, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err != nil {
+		s.calls.cancelAll()
+		_ = s.calls.drain(answered)
+	}
+	// The handlers have returned; their answers are written after.
+	_ = s.answers.wait(answered)
+	return err
+}
+
+// ServeStdio serves one session on r and w until the client ends it or
+// serving ends (then after Drain, so that the answers it let through are
+// written: mcp.Server.Run would write nothing more once its context ends).
+func (s *Server) ServeStdio(serving context.Context, r io.Reader, w io.Writer) error {
+	ss, err := s.Connect(context.Background(), &mcp.IOTransport{
+		Reader: io.NopCloser(&inputTap{r: r, a: &s.answers}),
+		Writer: outputTap{w: w, a: &s.answers},
+	}, nil)
+	if err != nil {
+		return fmt.Errorf("mcpserve: %w", err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- ss.Wait() }()
+	select {
+	case err = <-ended:
+	case <-serving.Done():
+		_ = ss.Close()
+		<-ended
+	}
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return err
+}
+
+// Close cancels the calls in flight, ends every session still open and
+// waits until their agents are stopped.
 func (s *Server) Close() {
+	s.calls.cancelAll()
 	for ss := range s.Sessions() {
 		_ = ss.Close()
 	}

@@ -183,3 +183,43 @@ func TestStreamableHTTPWithAToken(t *testing.T) {
 		return len(h.Agents()) == 0, strings.Join(h.Agents(), ",")
 	})
 }
+
+// Drain refuses new calls, with a text saying why, lets the one in flight
+// finish, and returns once it is answered.
+func TestDrainRefusesNewCallsAndWaitsForThoseInFlight(t *testing.T) {
+	h := hosttest.Start(t, nil, host.Options{})
+	s := mcpserve.New(h, nil)
+	defer s.Close()
+	a, b := connect(t, s), connect(t, s)
+	started, waitStarted := testkit.Signal(t)
+	gate, open := testkit.Gate(t)
+	answer := make(chan string, 1)
+	go func() {
+		res, err := a.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
+			"command": "echo > " + started + "; read l < " + gate + "; echo got-$l"}})
+		if err != nil {
+			answer <- err.Error()
+			return
+		}
+		answer <- res.Content[0].(*mcp.TextContent).Text
+	}()
+	waitStarted()
+	drained := make(chan error, 1)
+	go func() { drained <- s.Drain(hosttest.Context(t)) }()
+	testkit.Eventually(t, "a new call is refused while draining", func() (bool, string) {
+		got, isErr := text(t, b, "bash", map[string]any{"command": "echo late"})
+		return isErr && strings.Contains(got, "shutting down"), got
+	})
+	select {
+	case err := <-drained:
+		t.Fatalf("Drain returned (%v) with a call in flight", err)
+	default:
+	}
+	open("x")
+	if got := <-answer; got != "got-x\n" {
+		t.Fatalf("the call in flight: %q", got)
+	}
+	if err := <-drained; err != nil {
+		t.Fatal(err)
+	}
+}

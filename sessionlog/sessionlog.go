@@ -29,12 +29,17 @@ type Options struct {
 	// MaxBatchSize is how many appends one commit takes at most; 0 means
 	// 1,000.
 	MaxBatchSize int
+	// OnAppend, when set, is told of every append once it is answered: how
+	// long it took (commit included) and its error. It runs on the
+	// appender's goroutine and must not block.
+	OnAppend func(took time.Duration, err error)
 }
 
 // Log is an open session log file.
 type Log struct {
-	db   *bolt.DB
-	path string
+	db       *bolt.DB
+	path     string
+	onAppend func(time.Duration, error)
 }
 
 // Record is one event and its sequence number in its agent's log.
@@ -90,7 +95,7 @@ func Open(path string, opts Options) (l *Log, err error) {
 	if opts.MaxBatchSize > 0 {
 		db.MaxBatchSize = opts.MaxBatchSize
 	}
-	l = &Log{db: db, path: path}
+	l = &Log{db: db, path: path, onAppend: opts.OnAppend}
 	if err := l.checkFormat(); err != nil {
 		db.Close()
 		return nil, err
@@ -189,6 +194,10 @@ func latestTurn(tx *bolt.Tx, agent string) uint32 {
 }
 
 func (l *Log) append(agent string, ev *messages.Event, newTurn bool) (seq uint64, err error) {
+	if l.onAppend != nil {
+		start := time.Now()
+		defer func() { l.onAppend(time.Since(start), err) }()
+	}
 	if err := CheckAgentID(agent); err != nil {
 		return 0, err
 	}

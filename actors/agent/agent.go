@@ -18,6 +18,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 	"github.com/dsh-actors/dsh-actors/internal/safetext"
 	"github.com/dsh-actors/dsh-actors/messages"
+	"github.com/dsh-actors/dsh-actors/metrics"
 	"github.com/dsh-actors/dsh-actors/sessionlog"
 	"github.com/dsh-actors/dsh-actors/supervision"
 )
@@ -58,6 +59,9 @@ type Options struct {
 	// Limits are the host's limits on shells, terminals and tasks; nil
 	// means none.
 	Limits *limits.Set
+	// Metrics records the failures of the agent and its actors; nil
+	// records nothing.
+	Metrics *metrics.Metrics
 }
 
 // DefaultShellPolicy restarts the shell after each reset (timeout, exit,
@@ -151,7 +155,7 @@ func Props(opts Options) *actor.Props {
 
 // propsOptions are the props options the agent and its children share.
 func (o Options) propsOptions(log *slog.Logger) []actor.PropsOption {
-	opts := []actor.PropsOption{actor.WithReceiverMiddleware(supervision.LogPanics(log))}
+	opts := []actor.PropsOption{actor.WithReceiverMiddleware(o.Metrics.Failures(), supervision.LogPanics(log))}
 	if o.Dispatcher != nil {
 		opts = append(opts, actor.WithDispatcher(o.Dispatcher))
 	}

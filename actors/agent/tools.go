@@ -332,3 +332,14 @@ func typed(a terminal.SendArgs) string {
 	}
 	return s
 }
+
+// AllToolNames lists every tool an agent can have, whatever the
+// configuration turns off, sorted.
+func AllToolNames() []string {
+	names := make([]string, 0, len(handlers))
+	for n := range handlers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -56,3 +56,6 @@ func (e *ResetError) Error() string {
 // ExpectedFailure tells the panic logger that this failure is part of the
 // protocol, not a bug: it is logged without a stack.
 func (e *ResetError) ExpectedFailure() bool { return true }
+
+// ResetCause names the reason, for the metrics (metrics.ResetCauser).
+func (e *ResetError) ResetCause() string { return e.Reason.String() }

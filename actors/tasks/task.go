@@ -94,7 +94,7 @@ func (t *task) Receive(ctx actor.Context) {
 		// given back.
 		ctx.Send(t.registry, &status{id: t.id})
 		busy := errorResult(t.start.CallID, terminal.ToolSend, "terminal_send: "+m.Reason)
-		busy.Data, _ = json.Marshal(map[string]any{"terminal_id": t.start.TerminalID, "busy": true})
+		busy.Data, _ = json.Marshal(map[string]any{"terminal_id": t.start.TerminalID, "busy": !m.Exited})
 		ctx.Send(t.caller, busy)
 		ctx.Stop(ctx.Self())
 	case *actor.DeadLetterResponse:

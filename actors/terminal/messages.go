@@ -79,8 +79,12 @@ type (
 	}
 	// Reserved: the task holds the terminal; its output starts at Offset.
 	Reserved struct{ Offset int64 }
-	// Busy: someone else holds the terminal.
-	Busy struct{ Reason string }
+	// Busy: someone else holds the terminal (a reservation conflict), or
+	// its program has exited.
+	Busy struct {
+		Reason string
+		Exited bool
+	}
 	// TaskEvent carries a task's output and, at the end, why it is done.
 	// Done events release the reservation.
 	TaskEvent struct {

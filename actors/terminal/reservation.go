@@ -1,6 +1,7 @@
 package terminal
 
 import (
+	"encoding/json"
 	"fmt"
 	"syscall"
 	"time"
@@ -77,7 +78,9 @@ func (a *Actor) foregroundSend(ctx actor.Context, m *Send) {
 		ctx.Respond(a.exitedResult(m.CallID, ToolSend))
 		return
 	case a.holder != nil:
-		ctx.Respond(a.errorResult(m.CallID, ToolSend, a.busy()))
+		busy := a.errorResult(m.CallID, ToolSend, a.busy())
+		busy.Data, _ = json.Marshal(map[string]any{"terminal_id": a.opts.ID, "running": true, "busy": true})
+		ctx.Respond(busy)
 		return
 	}
 	a.holder = &holder{id: m.CallID, since: time.Now()}
@@ -94,7 +97,7 @@ func (a *Actor) type_(input []byte) {
 func (a *Actor) reserve(ctx actor.Context, m *Reserve) {
 	switch {
 	case a.exit != nil:
-		ctx.Respond(&Busy{Reason: fmt.Sprintf("terminal %s has exited (%s)", a.opts.ID, a.exit)})
+		ctx.Respond(&Busy{Reason: fmt.Sprintf("terminal %s has exited (%s)", a.opts.ID, a.exit), Exited: true})
 		return
 	case a.holder != nil:
 		ctx.Respond(&Busy{Reason: a.busy()})

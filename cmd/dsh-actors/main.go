@@ -17,14 +17,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/dsh-actors/dsh-actors/actors/tmuxprobe"
 	"github.com/dsh-actors/dsh-actors/bench"
 	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/executor"
 	"github.com/dsh-actors/dsh-actors/host"
 	"github.com/dsh-actors/dsh-actors/mcpserve"
+	"github.com/dsh-actors/dsh-actors/metrics"
 )
 
 const usage = `dsh-actors: real terminals for LLM agents, one supervised actor each.
@@ -255,12 +254,19 @@ func parseFlags(fs *flags, args []string) error {
 }
 
 func startHost(configPath string, stderr io.Writer) (*host.Host, error) {
+	return startHostWith(configPath, stderr, nil)
+}
+
+// startHostWith starts a host of the configuration at configPath (empty:
+// the defaults) that logs warnings to stderr and records to m (nil: no
+// metrics).
+func startHostWith(configPath string, stderr io.Writer, m *metrics.Metrics) (*host.Host, error) {
 	cfg, err := config.Load(configPath)
 	if err != nil {
 		return nil, err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	return host.Start(host.Options{Config: &cfg, Logger: log})
+	return host.Start(host.Options{Config: &cfg, Logger: log, Metrics: m})
 }
 
 func stopHost(h *host.Host) error {
@@ -433,38 +439,92 @@ func cmdConfig(args []string, stdout io.Writer) error {
 }
 
 func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "[--config FILE] [--http ADDR [--token TOKEN]]", "Serve every tool over the Model Context Protocol: on stdin and stdout, or with --http as streamable HTTP at /mcp. One agent per MCP session, stopped with every process it started when the session ends.", stdout)
+	fs := newFlags("serve", "[--config FILE] [--http ADDR] [--token TOKEN] [--metrics ADDR] [--grace D]", "Serve every tool over the Model Context Protocol: on stdin and stdout, or with --http as streamable HTTP at /mcp, with Prometheus metrics at /metrics. One agent per MCP session, stopped with every process it started when the session ends. SIGINT or SIGTERM lets the calls in flight finish (up to --grace), cancels the rest, and ends every process.", stdout)
 	configPath := fs.String("config", "", "YAML configuration `file` (default: built-in defaults)")
 	addr := fs.String("http", "", "serve streamable HTTP on `ADDR` (PORT or HOST:PORT; a bare port binds to 127.0.0.1)")
-	token := fs.String("token", os.Getenv("DSH_ACTORS_TOKEN"), "with --http: require this bearer `token` (default: $DSH_ACTORS_TOKEN)")
+	token := fs.String("token", os.Getenv("DSH_ACTORS_TOKEN"), "require this bearer `token` of every HTTP request, /metrics included (default: $DSH_ACTORS_TOKEN)")
+	metricsAddr := fs.String("metrics", "", "in stdio mode, serve Prometheus metrics at http://`ADDR`/metrics (with --http they are at /metrics on its listener)")
+	grace := fs.Duration("grace", 10*time.Second, "on SIGINT or SIGTERM, how long calls in flight may take to finish before they are cancelled")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	listenAddr, err := loopbackUnlessTold(*addr, *token)
+	if *addr != "" && *metricsAddr != "" {
+		return usageError{errors.New("serve: --metrics is for stdio mode: with --http, the metrics are at /metrics on the same listener")}
+	}
+	if *grace < 0 {
+		return usageError{fmt.Errorf("serve: --grace %v: it must not be negative", *grace)}
+	}
+	listenAddr, err := loopbackUnlessTold("--http", *addr, *token)
 	if err != nil {
 		return err
 	}
-	h, err := startHost(*configPath, stderr)
+	metricsListen, err := loopbackUnlessTold("--metrics", *metricsAddr, *token)
+	if err != nil {
+		return err
+	}
+	m, err := metrics.New()
+	if err != nil {
+		return fmt.Errorf("serve: metrics: %w", err)
+	}
+	h, err := startHostWith(*configPath, stderr, m)
 	if err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s := mcpserve.New(h, log)
+	// A signal (ctx) first lets the calls in flight finish, refusing new
+	// ones; then serving ends, the sessions close (cancelling what still
+	// runs) and the host stops, killing every process.
+	serving, stopServing := context.WithCancel(context.Background())
+	defer stopServing()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-serving.Done():
+			return
+		}
+		drain, cancel := context.WithTimeout(context.Background(), *grace)
+		defer cancel()
+		if s.Drain(drain) != nil {
+			fmt.Fprintf(stderr, "dsh-actors: calls still running after --grace %v are cancelled\n", *grace)
+		}
+		stopServing()
+	}()
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", mcpserve.RequireToken(*token, m.Handler()))
+	var stopListening func()
 	if *addr == "" {
-		err = s.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+		if metricsListen != "" {
+			if stopListening, _, err = listen("metrics", metricsListen, "/metrics", mux, stderr); err != nil {
+				s.Close()
+				return errors.Join(err, stopHost(h))
+			}
+		}
+		err = s.ServeStdio(serving, stdin, stdout)
 	} else {
-		err = serveHTTP(ctx, s, listenAddr, *token, stderr)
+		mux.Handle("/mcp", mcpserve.RequireToken(*token, s.Handler(mcpserve.HTTPOptions{})))
+		var failed <-chan error
+		if stopListening, failed, err = listen("MCP", listenAddr, "/mcp", mux, stderr); err == nil {
+			select {
+			case <-serving.Done():
+			case err = <-failed:
+			}
+		}
 	}
 	if errors.Is(err, context.Canceled) {
 		err = nil // a signal: a clean stop
 	}
-	s.Close()
+	stopServing()
+	s.Close() // before the listener's shutdown: it ends the sessions' streams
+	if stopListening != nil {
+		stopListening()
+	}
 	return errors.Join(err, stopHost(h))
 }
 
-// loopbackUnlessTold is the address to listen on: a bare port means
-// 127.0.0.1; another host is taken as asked, and needs a token.
-func loopbackUnlessTold(addr, token string) (string, error) {
+// loopbackUnlessTold is the address to listen on for flag: a bare port
+// means 127.0.0.1; another host is taken as asked, and needs a token.
+func loopbackUnlessTold(flag, addr, token string) (string, error) {
 	if addr == "" {
 		return "", nil
 	}
@@ -473,36 +533,41 @@ func loopbackUnlessTold(addr, token string) (string, error) {
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return "", usageError{fmt.Errorf("serve: --http %q: %v", addr, err)}
+		return "", usageError{fmt.Errorf("serve: %s %q: %v", flag, addr, err)}
 	}
 	if host == "" {
 		host = "127.0.0.1"
 	}
 	if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && token == "" {
-		return "", usageError{fmt.Errorf("serve: --http %q is reachable from other machines: give --token (or $DSH_ACTORS_TOKEN) too", addr)}
+		return "", usageError{fmt.Errorf("serve: %s %q is reachable from other machines: give --token (or $DSH_ACTORS_TOKEN) too", flag, addr)}
 	}
 	return net.JoinHostPort(host, port), nil
 }
 
-func serveHTTP(ctx context.Context, s *mcpserve.Server, addr, token string, stderr io.Writer) error {
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", s.Handler(mcpserve.HTTPOptions{Token: token}))
+// listen serves mux on addr until stop is called, saying where on stderr;
+// failed reports a listener that failed by itself.
+func listen(what, addr, path string, mux *http.ServeMux, stderr io.Writer) (stop func(), failed <-chan error, err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("serve: %w", err)
+		return nil, nil, fmt.Errorf("serve: %w", err)
 	}
-	fmt.Fprintf(stderr, "dsh-actors: serving MCP at http://%s/mcp\n", ln.Addr())
+	fmt.Fprintf(stderr, "dsh-actors: serving %s at http://%s%s\n", what, ln.Addr(), path)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-		shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		return srv.Shutdown(shut)
-	}
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("serve: %s: %w", what, err)
+		}
+		close(errc)
+	}()
+	return func() {
+		// Not Shutdown: by now every answer that was let through is
+		// written (mcpserve.Server.Drain), and Shutdown would wait up to
+		// 5 s for a connection a client opened without sending on it.
+		_ = srv.Close()
+		for range errc {
+		}
+	}, errc, nil
 }
 
 type nopWriteCloser struct{ io.Writer }

@@ -493,12 +493,12 @@ func TestServeHTTPBindsToLoopbackUnlessTold(t *testing.T) {
 		{"[::1]:8080", "", "[::1]:8080"},
 		{"0.0.0.0:8080", "t", "0.0.0.0:8080"},
 	} {
-		if got, err := loopbackUnlessTold(c.addr, c.token); err != nil || got != c.want {
+		if got, err := loopbackUnlessTold("--http", c.addr, c.token); err != nil || got != c.want {
 			t.Errorf("%q: %q %v, want %q", c.addr, got, err, c.want)
 		}
 	}
 	for _, addr := range []string{"0.0.0.0:8080", "192.0.2.1:80", "example.com:80"} {
-		if _, err := loopbackUnlessTold(addr, ""); err == nil || !strings.Contains(err.Error(), "--token") {
+		if _, err := loopbackUnlessTold("--http", addr, ""); err == nil || !strings.Contains(err.Error(), "--token") {
 			t.Errorf("%q without a token: %v", addr, err)
 		}
 	}
