@@ -28,16 +28,18 @@ type Config struct {
 	TmuxContext TmuxContext `yaml:"tmuxContext"`
 	// Limits bounds what the host runs at once.
 	Limits Limits `yaml:"limits"`
+	// MCP configures the MCP server.
+	MCP MCP `yaml:"mcp"`
 }
 
 // Default returns the configuration used when there is no file.
 func Default() Config {
-	return Config{Bash: shell.DefaultConfig(), Terminal: terminal.DefaultConfig(), Admission: DefaultAdmission(), Limits: DefaultLimits()}
+	return Config{Bash: shell.DefaultConfig(), Terminal: terminal.DefaultConfig(), Admission: DefaultAdmission(), Limits: DefaultLimits(), MCP: DefaultMCP()}
 }
 
 // Validate checks every section.
 func (c Config) Validate() error {
-	return errors.Join(c.Bash.Validate(), c.Terminal.Validate(), c.Admission.Validate(), c.Session.Validate(), c.TmuxContext.Validate(), c.Limits.Validate())
+	return errors.Join(c.Bash.Validate(), c.Terminal.Validate(), c.Admission.Validate(), c.Session.Validate(), c.TmuxContext.Validate(), c.Limits.Validate(), c.MCP.Validate())
 }
 
 // Parse reads YAML on top of the defaults and validates the result. name is

@@ -44,6 +44,10 @@ var comments = map[string]string{
 	"limits.shells":                  "agents with a live bash shell",
 	"limits.terminals":               "terminals open, across agents",
 	"limits.tasks":                   "background tasks running, across agents",
+	"mcp":                            "dsh-actors serve.",
+	"mcp.sessionTimeoutMs":           "an HTTP session idle this long ends, and its agent with every process it started",
+	"mcp.maxRequestBytes":            "largest HTTP request body",
+	"mcp.turnIdleMs":                 "a call after this long without one begins a turn: the listeners' context (tmux location) comes with its result; 0: every call",
 }
 
 // DefaultYAML is the default configuration as a commented file: loaded

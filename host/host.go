@@ -87,6 +87,8 @@ type Host struct {
 	// limits count what the host runs against the configuration's limits.
 	limits  *limits.Set
 	metrics *metrics.Metrics
+	// listeners is how many pre-step listeners every agent runs.
+	listeners int
 }
 
 // dispatcher runs every actor of the host on the goroutine that sends it a
@@ -127,6 +129,7 @@ func Start(opts Options) (*Host, error) {
 	h.metrics = opts.Metrics
 	h.session = sessionOpener(h, opts.SessionLog, cfg.Session)
 	listeners := append(plugins(cfg, opts.Executor, log), opts.Listeners...)
+	h.listeners = len(listeners)
 	gate := cfg.Admission.NewGate()
 	h.limits = cfg.Limits.NewSet()
 	opts.Metrics.KnownTools(agent.AllToolNames()...)
@@ -168,6 +171,10 @@ func ResetInheritedSignals() error { return sigstate.Reexec() }
 
 // System returns the actor system the host runs on.
 func (h *Host) System() *actor.ActorSystem { return h.system }
+
+// HasListeners tells whether agents run pre-step listeners (a plugin the
+// configuration turns on, or Options.Listeners).
+func (h *Host) HasListeners() bool { return h.listeners > 0 }
 
 // Metrics returns the host's metrics; nil when it has none.
 func (h *Host) Metrics() *metrics.Metrics { return h.metrics }

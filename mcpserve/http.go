@@ -15,9 +15,9 @@ type HTTPOptions struct {
 	// every request (compared in constant time).
 	Token string
 	// SessionTimeout ends a session idle this long, and stops its agent; 0
-	// means 30 minutes.
+	// means the configuration's mcp.sessionTimeoutMs.
 	SessionTimeout time.Duration
-	// MaxRequestBytes bounds a request body; 0 means 4 MiB.
+	// MaxRequestBytes bounds a request body; 0 means mcp.maxRequestBytes.
 	MaxRequestBytes int64
 }
 
@@ -27,10 +27,10 @@ type HTTPOptions struct {
 // address under another host name (DNS rebinding; the SDK's own check).
 func (s *Server) Handler(opts HTTPOptions) http.Handler {
 	if opts.SessionTimeout <= 0 {
-		opts.SessionTimeout = 30 * time.Minute
+		opts.SessionTimeout = s.h.Config().MCP.SessionTimeout()
 	}
 	if opts.MaxRequestBytes <= 0 {
-		opts.MaxRequestBytes = 4 << 20
+		opts.MaxRequestBytes = s.h.Config().MCP.MaxRequestBytes
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.Server }, &mcp.StreamableHTTPOptions{
 		SessionTimeout:      opts.SessionTimeout,

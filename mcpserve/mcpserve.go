@@ -2,11 +2,13 @@ package mcpserve
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +26,9 @@ type Server struct {
 	log  *slog.Logger
 	wg   sync.WaitGroup
 	next atomic.Uint64
+	// prefix makes the agents' ids unique to this server: a session of a
+	// later server must not continue the session log of an earlier one's.
+	prefix string
 	// agents maps live sessions to their agents' ids.
 	agents sync.Map // *mcp.ServerSession -> *session
 	calls  drainer
@@ -39,7 +44,7 @@ func New(h *host.Host, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{h: h, log: log}
+	s := &Server{h: h, log: log, prefix: "mcp-" + rand.Text()[:8]}
 	s.Server = mcp.NewServer(&mcp.Implementation{Name: "dsh-actors", Version: Version}, &mcp.ServerOptions{
 		Instructions: h.Guidance(),
 		Capabilities: &mcp.ServerCapabilities{},
@@ -68,6 +73,10 @@ func New(h *host.Host, log *slog.Logger) *Server {
 type session struct {
 	agent string
 	once  sync.Once
+	// turns groups the session's calls into turns, for the listeners.
+	turns sync.Mutex
+	turn  uint32
+	last  time.Time
 }
 
 // sessionOf is the session's entry, made at its first request.
@@ -75,7 +84,7 @@ func (s *Server) sessionOf(ss *mcp.ServerSession) *session {
 	if e, ok := s.agents.Load(ss); ok {
 		return e.(*session)
 	}
-	e, _ := s.agents.LoadOrStore(ss, &session{agent: fmt.Sprintf("mcp-%d", s.next.Add(1))})
+	e, _ := s.agents.LoadOrStore(ss, &session{agent: fmt.Sprintf("%s-%d", s.prefix, s.next.Add(1))})
 	return e.(*session)
 }
 
@@ -111,7 +120,9 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, tool string
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	r, err := s.h.Call(ctx, s.agentOf(req.Session), tool, args)
+	e := s.sessionOf(req.Session)
+	injected := s.beginTurnIfDue(ctx, e)
+	r, err := s.h.Call(ctx, e.agent, tool, args)
 	var limit *limits.Error
 	if errors.As(err, &limit) {
 		// The session's agent could not start: the model should see why.
@@ -121,6 +132,9 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, tool string
 		return nil, err
 	}
 	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: r.Text}}, IsError: r.IsError}
+	if injected != "" {
+		res.Content = append([]mcp.Content{&mcp.TextContent{Text: injected}}, res.Content...)
+	}
 	if len(r.Data) > 0 {
 		res.StructuredContent = json.RawMessage(r.Data)
 	}
@@ -177,4 +191,42 @@ func (s *Server) Close() {
 		_ = ss.Close()
 	}
 	s.wg.Wait()
+}
+
+// beginTurnIfDue begins a turn of the session's agent when this call is
+// its session's first or comes after mcp.turnIdleMs without calls, runs the
+// pre-step listeners for its first step, and returns what they injected
+// (one text, blank-line separated). A host without listeners does none of
+// this. A failure of the session log costs the context, not the call: it is
+// logged and the call runs.
+func (s *Server) beginTurnIfDue(ctx context.Context, e *session) string {
+	if !s.h.HasListeners() {
+		return ""
+	}
+	e.turns.Lock()
+	defer e.turns.Unlock()
+	now := time.Now()
+	due := e.turn == 0 || now.Sub(e.last) >= s.h.Config().MCP.TurnIdle()
+	e.last = now
+	if !due {
+		return ""
+	}
+	turn, err := s.h.BeginTurn(ctx, e.agent, "[MCP: tool calls after a pause; the client's own messages are not seen here]")
+	if err != nil {
+		s.log.Warn("mcpserve: beginning a turn for the listeners", "agent", e.agent, "err", err)
+		return ""
+	}
+	e.turn = turn
+	prep, err := s.h.PrepareStep(ctx, e.agent, turn, 1)
+	if err != nil {
+		s.log.Warn("mcpserve: running the pre-step listeners", "agent", e.agent, "err", err)
+		return ""
+	}
+	var texts []string
+	for _, rec := range prep.Injected {
+		if u := rec.Event.GetUser(); u != nil && u.Text != "" {
+			texts = append(texts, u.Text)
+		}
+	}
+	return strings.Join(texts, "\n\n")
 }

@@ -3,8 +3,10 @@ package mcpserve_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,11 +14,14 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/dsh-actors/dsh-actors/actors/agent"
 	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/host"
 	"github.com/dsh-actors/dsh-actors/internal/hosttest"
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
 	"github.com/dsh-actors/dsh-actors/mcpserve"
+	"github.com/dsh-actors/dsh-actors/messages"
+	"github.com/dsh-actors/dsh-actors/sessionlog"
 )
 
 func TestMain(m *testing.M) { testkit.Main(m) }
@@ -221,5 +226,63 @@ func TestDrainRefusesNewCallsAndWaitsForThoseInFlight(t *testing.T) {
 	}
 	if err := <-drained; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// turnCounter injects "context for turn N" on the first step of each turn.
+type turnCounter struct{}
+
+func (turnCounter) Name() string { return "test" }
+
+func (turnCounter) PreStep(_ context.Context, s *agent.Step) error {
+	if s.Step == 1 {
+		_, err := s.Inject(fmt.Sprintf("context for turn %d", s.Turn), &messages.Source{Kind: "plugin", Plugin: "test"})
+		return err
+	}
+	return nil
+}
+
+// texts are the text blocks of a result.
+func texts(t *testing.T, cs *mcp.ClientSession, command string) []string {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": command}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, c := range res.Content {
+		out = append(out, c.(*mcp.TextContent).Text)
+	}
+	return out
+}
+
+// What the listeners inject reaches the client: with the result of a
+// session's first call, and of the first call after a pause; not with the
+// calls in between. Each session is its own agent, with its own turns.
+func TestListenersContextComesWithTheFirstCallOfATurn(t *testing.T) {
+	for _, c := range []struct {
+		idleMs int64
+		want   [][]string
+	}{
+		{30000, [][]string{{"context for turn 1", "one\n"}, {"two\n"}, {"three\n"}}},
+		{0, [][]string{{"context for turn 1", "one\n"}, {"context for turn 2", "two\n"}, {"context for turn 3", "three\n"}}},
+	} {
+		t.Run(fmt.Sprint(c.idleMs), func(t *testing.T) {
+			log, err := sessionlog.Open(filepath.Join(t.TempDir(), "s.db"), sessionlog.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer log.Close()
+			h := hosttest.Start(t, func(cfg *config.Config) { cfg.MCP.TurnIdleMs = c.idleMs },
+				host.Options{SessionLog: log, Listeners: []agent.Listener{turnCounter{}}})
+			s := mcpserve.New(h, nil)
+			defer s.Close()
+			cs := connect(t, s)
+			for i, cmd := range []string{"echo one", "echo two", "echo three"} {
+				if got := texts(t, cs, cmd); !slices.Equal(got, c.want[i]) {
+					t.Errorf("call %d: %q, want %q", i+1, got, c.want[i])
+				}
+			}
+		})
 	}
 }

@@ -1,0 +1,50 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// MCP configures `dsh-actors serve` (the "mcp" section).
+type MCP struct {
+	// SessionTimeoutMs ends an HTTP session idle this long, and stops its
+	// agent with every process it started.
+	SessionTimeoutMs int64 `yaml:"sessionTimeoutMs"`
+	// MaxRequestBytes bounds the body of an HTTP request (a tool call's
+	// arguments with it).
+	MaxRequestBytes int64 `yaml:"maxRequestBytes"`
+	// TurnIdleMs: MCP has no turns, so a session's calls are grouped into
+	// turns by their pauses. A call after this long without one begins a
+	// new turn (so does a session's first call); the pre-step listeners
+	// (the tmux location) run before it, and what they inject comes back
+	// with that call's result.
+	TurnIdleMs int64 `yaml:"turnIdleMs"`
+}
+
+// DefaultMCP: a session idle for 30 minutes ends; requests up to 4 MiB; a
+// pause of 30 s begins a turn.
+func DefaultMCP() MCP {
+	return MCP{SessionTimeoutMs: 30 * 60 * 1000, MaxRequestBytes: 4 << 20, TurnIdleMs: 30000}
+}
+
+// Validate names the key, the value and the rule of each error.
+func (m MCP) Validate() error {
+	var errs []error
+	if m.SessionTimeoutMs < 1000 || m.SessionTimeoutMs > 7*24*3600*1000 {
+		errs = append(errs, fmt.Errorf("mcp.sessionTimeoutMs: %d is out of range (must be between 1000 and %d milliseconds)", m.SessionTimeoutMs, int64(7*24*3600*1000)))
+	}
+	if m.MaxRequestBytes < 4096 || m.MaxRequestBytes > 1<<30 {
+		errs = append(errs, fmt.Errorf("mcp.maxRequestBytes: %d is out of range (must be between 4096 and %d bytes)", m.MaxRequestBytes, 1<<30))
+	}
+	if m.TurnIdleMs < 0 || m.TurnIdleMs > 24*3600*1000 {
+		errs = append(errs, fmt.Errorf("mcp.turnIdleMs: %d is out of range (must be between 0, every call a turn, and %d milliseconds)", m.TurnIdleMs, 24*3600*1000))
+	}
+	return errors.Join(errs...)
+}
+
+// SessionTimeout is SessionTimeoutMs as a duration.
+func (m MCP) SessionTimeout() time.Duration { return time.Duration(m.SessionTimeoutMs) * time.Millisecond }
+
+// TurnIdle is TurnIdleMs as a duration.
+func (m MCP) TurnIdle() time.Duration { return time.Duration(m.TurnIdleMs) * time.Millisecond }
