@@ -44,7 +44,9 @@ func (m MCP) Validate() error {
 }
 
 // SessionTimeout is SessionTimeoutMs as a duration.
-func (m MCP) SessionTimeout() time.Duration { return time.Duration(m.SessionTimeoutMs) * time.Millisecond }
+func (m MCP) SessionTimeout() time.Duration {
+	return time.Duration(m.SessionTimeoutMs) * time.Millisecond
+}
 
 // TurnIdle is TurnIdleMs as a duration.
 func (m MCP) TurnIdle() time.Duration { return time.Duration(m.TurnIdleMs) * time.Millisecond }
