@@ -29,10 +29,12 @@ import (
 const usage = `dsh-actors: real terminals for LLM agents, one supervised actor each.
 
 Commands:
-  serve [--config FILE] [--http ADDR [--token TOKEN]]
+  serve [--config FILE] [--http ADDR] [--token TOKEN] [--metrics ADDR] [--grace D]
       Serve every tool over the Model Context Protocol on stdin and stdout,
-      or as streamable HTTP at /mcp (a bare port binds to 127.0.0.1). One
-      agent per MCP session; the session's end stops it.
+      or as streamable HTTP at /mcp (a bare port binds to 127.0.0.1), with
+      Prometheus metrics at /metrics. One agent per MCP session; the
+      session's end stops it. SIGINT/SIGTERM: calls in flight may finish
+      (up to --grace), the rest are cancelled, every process ends.
 
   call [--config FILE]
       Read tool calls from stdin, one JSON object a line:
@@ -59,6 +61,11 @@ Commands:
       Throw random faults at N agents' shells, terminals and tasks for D
       (kill -9, timeouts, exits, task kills, closes, cancellations), check
       every answer, and count what is left after the host stops.
+
+  bench serve [--sessions N] [--duration D [--rate R]] [--calls N] [--iterations N] [--json]
+      Run N concurrent MCP-over-HTTP sessions of bash calls against a
+      server process, next to the same calls through the Go API in the same
+      run: calls/s, p50/p99/max, errors, the server's memory.
 
   tmux-location
       Print this process's tmux location (session, window, pane, active
@@ -92,6 +99,7 @@ Benchmarks:
   shell      the bash tool: spawn, echo, pwd, and N agents at once
   terminal   terminal_open and a terminal_send round trip
   soak       random faults at N agents, then a check of what is left
+  serve      N MCP-over-HTTP sessions next to the same calls through the Go API
 
 dsh-actors bench BENCHMARK -h shows its flags.
 `
@@ -303,7 +311,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errHelp
 	}
 	if len(args) == 0 || args[0] != "shell" {
-		return usageError{errors.New(`bench: name a benchmark: "bench shell", "bench terminal" or "bench soak" (dsh-actors bench -h lists them)`)}
+		return usageError{errors.New(`bench: name a benchmark: "bench shell", "bench terminal", "bench soak" or "bench serve" (dsh-actors bench -h lists them)`)}
 	}
 	def := bench.DefaultShellOptions()
 	fs := newFlags("bench shell", "[flags]", "Measure the bash tool through the whole runtime next to the floor, a bare PTY bash round trip sampled in the same run.", stdout)
