@@ -36,7 +36,7 @@ func (s *Server) Handler(opts HTTPOptions) http.Handler {
 		SessionTimeout:      opts.SessionTimeout,
 		MaxRequestBodyBytes: opts.MaxRequestBytes,
 	})
-	return RequireToken(opts.Token, http.NewCrossOriginProtection().Handler(s.answers.countPosts(h)))
+	return RequireToken(opts.Token, http.NewCrossOriginProtection().Handler(s.answers.countPosts(s.cancelOnDelete(h))))
 }
 
 // RequireToken refuses requests without "Authorization: Bearer TOKEN"
@@ -53,6 +53,21 @@ func RequireToken(token string, next http.Handler) http.Handler {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="dsh-actors"`)
 			http.Error(w, "dsh-actors: a bearer token is required (Authorization: Bearer TOKEN)", http.StatusUnauthorized)
 			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// cancelOnDelete cancels the calls in flight of a session its client ends
+// (DELETE with the session's id) before the SDK closes it: the SDK's close
+// waits for them, and would keep the DELETE, the agent and its processes
+// until they end by themselves.
+func (s *Server) cancelOnDelete(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			if e, ok := s.byID.Load(r.Header.Get("Mcp-Session-Id")); ok {
+				e.(*session).calls.cancelAll()
+			}
 		}
 		next.ServeHTTP(w, r)
 	})

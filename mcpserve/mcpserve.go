@@ -31,6 +31,8 @@ type Server struct {
 	prefix string
 	// agents maps live sessions to their agents' ids.
 	agents sync.Map // *mcp.ServerSession -> *session
+	// byID maps the ids of live HTTP sessions to their entries.
+	byID sync.Map // string -> *session
 	calls  drainer
 	// answers are the requests whose answers are not written yet.
 	answers answers
@@ -77,6 +79,10 @@ type session struct {
 	turns sync.Mutex
 	turn  uint32
 	last  time.Time
+	// calls are the session's calls in flight: ending the session over
+	// HTTP (DELETE) cancels them, since the SDK's close of a session waits
+	// for them however long they run.
+	calls drainer
 }
 
 // sessionOf is the session's entry, made at its first request.
@@ -96,10 +102,16 @@ func (s *Server) watch(ss *mcp.ServerSession) {
 	e := s.sessionOf(ss)
 	e.once.Do(func() {
 		s.h.Metrics().SessionStarted()
+		if id := ss.ID(); id != "" {
+			s.byID.Store(id, e)
+		}
 		s.wg.Go(func() {
 			_ = ss.Wait()
 			s.h.Metrics().SessionEnded()
 			s.agents.Delete(ss)
+			if id := ss.ID(); id != "" {
+				s.byID.CompareAndDelete(id, e)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			if err := s.h.StopAgent(ctx, e.agent); err != nil && !errors.Is(err, host.ErrStopped) {
@@ -116,11 +128,17 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, tool string
 			Text: tool + ": not run: the server is shutting down"}}, IsError: true}, nil
 	}
 	defer leave()
+	e := s.sessionOf(req.Session)
+	ctx, leaveSession, ok := e.calls.enter(ctx)
+	if !ok {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{
+			Text: tool + ": not run: the session is ending"}}, IsError: true}, nil
+	}
+	defer leaveSession()
 	args := json.RawMessage(req.Params.Arguments)
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	e := s.sessionOf(req.Session)
 	injected := s.beginTurnIfDue(ctx, e)
 	r, err := s.h.Call(ctx, e.agent, tool, args)
 	var limit *limits.Error

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -285,4 +286,54 @@ func TestListenersContextComesWithTheFirstCallOfATurn(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A client that ends its HTTP session during a call gets its DELETE
+// answered at once; the call is cancelled and its process killed.
+func TestEndingASessionDuringACallCancelsIt(t *testing.T) {
+	h := hosttest.Start(t, nil, host.Options{})
+	s := mcpserve.New(h, nil)
+	srv := httptest.NewServer(s.Handler(mcpserve.HTTPOptions{}))
+	defer srv.Close()
+	defer s.Close()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	started, waitStarted := testkit.Signal(t)
+	go cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
+		"command": "echo > " + started + "; sleep 4719.5"}})
+	waitStarted()
+	// As a client ends its session (the Go client's Close waits for its
+	// own calls first; other clients do not).
+	closed := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodDelete, srv.URL, nil)
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode >= 300 {
+				err = fmt.Errorf("DELETE: %s", resp.Status)
+			}
+		}
+		closed <- err
+	}()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(testkit.Timeout):
+		t.Fatal("ending the session waited for the call")
+	}
+	testkit.Eventually(t, "the session's process is gone", func() (bool, string) {
+		left := testkit.CommandsRunning("sleep 4719.5")
+		return len(left) == 0, strings.Join(left, ", ")
+	})
+	testkit.Eventually(t, "the session's agent stopped", func() (bool, string) {
+		return len(h.Agents()) == 0, strings.Join(h.Agents(), ",")
+	})
 }
