@@ -32,8 +32,8 @@ type Server struct {
 	// agents maps live sessions to their agents' ids.
 	agents sync.Map // *mcp.ServerSession -> *session
 	// byID maps the ids of live HTTP sessions to their entries.
-	byID sync.Map // string -> *session
-	calls  drainer
+	byID  sync.Map // string -> *session
+	calls drainer
 	// answers are the requests whose answers are not written yet.
 	answers answers
 }
