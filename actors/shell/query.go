@@ -36,6 +36,15 @@ func (a *Actor) outputSoFar() *collector {
 
 func (a *Actor) queryDone(ctx actor.Context) {
 	ex, c := &a.ex, a.cur
+	failed := len(ex.query) == 0 || (len(ex.query) > 1 && !ex.afterLine)
+	if failed && !c.incomplete && ex.stolenLooks < stolenLooks && a.textStolen() == "" {
+		// No report: a program reading the terminal may have taken the
+		// question, and not be back in its read yet to be seen. Look
+		// again in a moment, before anything of the output is touched.
+		ex.stolenLooks++
+		a.lookAgain(stolenPause, &tick{kind: tickQueryStolen, c: c, n: ex.gen})
+		return
+	}
 	out := a.outputSoFar()
 	// What bash printed after its report is its prompt cycle (PROMPT_COMMAND,
 	// the query line's own prompt): not the command's.

@@ -15,6 +15,9 @@ const (
 	tickStep
 	tickReprobe // a marker's proof, looked for again
 	tickStolen  // another look for a program that took a line
+	// tickQueryStolen: another look for a program that took the status
+	// query.
+	tickQueryStolen
 )
 
 type tick struct {
@@ -56,6 +59,10 @@ func (a *Actor) ticked(ctx actor.Context, t *tick) {
 	case tickStolen:
 		if t.n == a.ex.gen && a.proc != nil {
 			a.lineAnswered(ctx, false, t.status)
+		}
+	case tickQueryStolen:
+		if t.n == a.ex.gen && a.proc != nil && a.ex.step == stepQuery {
+			a.queryDone(ctx)
 		}
 	case tickStep:
 		if t.n != a.stepN {
