@@ -46,7 +46,7 @@ var comments = map[string]string{
 	"limits.tasks":                   "background tasks running, across agents",
 	"mcp":                            "dsh-actors serve.",
 	"mcp.sessionTimeoutMs":           "an HTTP session idle this long ends, and its agent with every process it started",
-	"mcp.maxRequestBytes":            "largest HTTP request body",
+	"mcp.maxRequestBytes":            "largest request: an HTTP body, a stdio line",
 	"mcp.turnIdleMs":                 "a call after this long without one begins a turn: the listeners' context (tmux location) comes with its result; 0: every call",
 }
 

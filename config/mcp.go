@@ -11,8 +11,8 @@ type MCP struct {
 	// SessionTimeoutMs ends an HTTP session idle this long, and stops its
 	// agent with every process it started.
 	SessionTimeoutMs int64 `yaml:"sessionTimeoutMs"`
-	// MaxRequestBytes bounds the body of an HTTP request (a tool call's
-	// arguments with it).
+	// MaxRequestBytes bounds a request: the body of an HTTP request, a line
+	// over stdio (a tool call's arguments with it).
 	MaxRequestBytes int64 `yaml:"maxRequestBytes"`
 	// TurnIdleMs: MCP has no turns, so a session's calls are grouped into
 	// turns by their pauses. A call after this long without one begins a

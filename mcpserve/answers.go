@@ -1,11 +1,10 @@
 package mcpserve
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
+	"strconv"
 	"sync"
 )
 
@@ -15,12 +14,12 @@ import (
 // answers of the calls it let finish are out; a tool handler returning is
 // not enough, as the answer is written after it.
 //
-// Over stdio it reads the requests' ids off the input and the answers' off
-// the output; over HTTP it counts the POSTs being served (each is answered
-// before its ServeHTTP returns).
+// Over stdio the input filter tells it each request's id and the output
+// each answer's; over HTTP it counts the POSTs being served (each is
+// answered before its ServeHTTP returns).
 type answers struct {
 	mu      sync.Mutex
-	pending map[string]int // request id -> how many wait (ids may repeat)
+	pending map[string]bool // canonical ids of requests not answered yet
 	posts   int
 	idle    chan struct{} // closed when nothing is pending
 }
@@ -55,118 +54,44 @@ func (a *answers) wait(ctx context.Context) error {
 	}
 }
 
-// envelope is what answers reads of a JSON-RPC message.
-type envelope struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-}
-
-// messages reads the envelopes of one line: a message or a batch.
-func envelopes(line []byte) []envelope {
-	line = bytes.TrimSpace(line)
-	if len(line) == 0 {
-		return nil
-	}
-	if line[0] == '[' {
-		var batch []envelope
-		_ = json.Unmarshal(line, &batch)
-		return batch
-	}
-	var e envelope
-	if json.Unmarshal(line, &e) != nil {
-		return nil
-	}
-	return []envelope{e}
-}
-
-func (e envelope) hasID() bool { return len(e.ID) > 0 && string(e.ID) != "null" }
-
-// requested notes the requests of an input line.
-func (a *answers) requested(line []byte) {
-	for _, e := range envelopes(line) {
-		if e.hasID() && e.Method != "" {
-			a.change(func() {
-				if a.pending == nil {
-					a.pending = map[string]int{}
-				}
-				a.pending[string(e.ID)]++
-			})
+// request notes a request with canonical id; false when one with that id
+// is still unanswered (the SDK would drop the second silently).
+func (a *answers) request(id string) (fresh bool) {
+	a.change(func() {
+		if a.pending[id] {
+			return
 		}
-	}
-}
-
-// answered notes the answers of an output line.
-func (a *answers) answered(line []byte) {
-	for _, e := range envelopes(line) {
-		if e.hasID() && e.Method == "" {
-			a.change(func() {
-				if n := a.pending[string(e.ID)]; n > 1 {
-					a.pending[string(e.ID)] = n - 1
-				} else {
-					delete(a.pending, string(e.ID))
-				}
-			})
+		if a.pending == nil {
+			a.pending = map[string]bool{}
 		}
+		a.pending[id], fresh = true, true
+	})
+	return fresh
+}
+
+// answered notes the answer of canonical id.
+func (a *answers) answered(id string) { a.change(func() { delete(a.pending, id) }) }
+
+// canonicalID is the id as the SDK answers it: a string as JSON decodes it
+// (invalid UTF-8 replaced), a number as the integer it truncates to. ok is
+// false for an id the SDK cannot take (an object, an array, a boolean) and
+// for null or no id.
+func canonicalID(raw json.RawMessage) (id string, ok bool) {
+	if len(raw) == 0 {
+		return "", false
 	}
-}
-
-// maxTrackedLine: a longer input line is passed on but not read for its id
-// (the SDK refuses such a request anyway).
-const maxTrackedLine = 16 << 20
-
-// inputTap passes the input on, and gives each complete line to requested.
-type inputTap struct {
-	r    io.Reader
-	a    *answers
-	line []byte
-	long bool
-}
-
-func (t *inputTap) Read(p []byte) (int, error) {
-	n, err := t.r.Read(p)
-	chunk := p[:n]
-	for len(chunk) > 0 {
-		i := bytes.IndexByte(chunk, '\n')
-		if i < 0 {
-			t.add(chunk)
-			break
-		}
-		t.add(chunk[:i])
-		if !t.long {
-			t.a.requested(t.line)
-		}
-		t.line, t.long = t.line[:0], false
-		chunk = chunk[i+1:]
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return "", false
 	}
-	return n, err
-}
-
-func (t *inputTap) add(b []byte) {
-	if t.long || len(t.line)+len(b) > maxTrackedLine {
-		t.long, t.line = true, t.line[:0]
-		return
+	switch v := v.(type) {
+	case string:
+		return "s" + v, true
+	case float64:
+		return "n" + strconv.FormatInt(int64(v), 10), true
 	}
-	t.line = append(t.line, b...)
+	return "", false
 }
-
-// outputTap passes the output on and gives what was written to answered
-// once it is written (the SDK writes one message, or one batch, a Write).
-type outputTap struct {
-	w io.Writer
-	a *answers
-}
-
-func (t outputTap) Write(p []byte) (int, error) {
-	n, err := t.w.Write(p)
-	if err == nil {
-		for _, line := range bytes.Split(p, []byte{'\n'}) {
-			t.a.answered(line)
-		}
-	}
-	return n, err
-}
-
-func (outputTap) Close() error { return nil }
 
 // countPosts counts the POSTs being served by next.
 func (a *answers) countPosts(next http.Handler) http.Handler {

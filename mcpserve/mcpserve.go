@@ -180,10 +180,9 @@ func (s *Server) Drain(ctx context.Context) error {
 // serving ends (then after Drain, so that the answers it let through are
 // written: mcp.Server.Run would write nothing more once its context ends).
 func (s *Server) ServeStdio(serving context.Context, r io.Reader, w io.Writer) error {
-	ss, err := s.Connect(context.Background(), &mcp.IOTransport{
-		Reader: io.NopCloser(&inputTap{r: r, a: &s.answers}),
-		Writer: outputTap{w: w, a: &s.answers},
-	}, nil)
+	out := &stdioOut{w: w, a: &s.answers}
+	in := newStdioIn(r, out, &s.answers, int(s.h.Config().MCP.MaxRequestBytes))
+	ss, err := s.Connect(context.Background(), &mcp.IOTransport{Reader: io.NopCloser(in), Writer: out}, nil)
 	if err != nil {
 		return fmt.Errorf("mcpserve: %w", err)
 	}
@@ -192,8 +191,13 @@ func (s *Server) ServeStdio(serving context.Context, r io.Reader, w io.Writer) e
 	select {
 	case err = <-ended:
 	case <-serving.Done():
-		_ = ss.Close()
-		<-ended
+		go ss.Close()
+		select {
+		case err = <-ended:
+		case <-time.After(closeWait):
+			// A write to a client that stopped reading blocks the close.
+			return errors.New("mcpserve: the client stopped reading the server's output; its session is abandoned")
+		}
 	}
 	if errors.Is(err, io.EOF) {
 		err = nil
@@ -203,13 +207,31 @@ func (s *Server) ServeStdio(serving context.Context, r io.Reader, w io.Writer) e
 
 // Close cancels the calls in flight, ends every session still open and
 // waits until their agents are stopped.
+//
+// A session whose client stopped reading cannot close (its write blocks);
+// Close gives up on it after closeWait and says so in the log, and the
+// host's Stop then ends its agent.
 func (s *Server) Close() {
 	s.calls.cancelAll()
-	for ss := range s.Sessions() {
-		_ = ss.Close()
+	done := make(chan struct{})
+	go func() {
+		var closing sync.WaitGroup
+		for ss := range s.Sessions() {
+			closing.Go(func() { _ = ss.Close() })
+		}
+		closing.Wait()
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(closeWait):
+		s.log.Warn("mcpserve: sessions still closing after " + closeWait.String() + " (a client that stopped reading?); left to the host's stop")
 	}
-	s.wg.Wait()
 }
+
+// closeWait bounds the wait for sessions to close.
+const closeWait = 5 * time.Second
 
 // beginTurnIfDue begins a turn of the session's agent when this call is
 // its session's first or comes after mcp.turnIdleMs without calls, runs the

@@ -1,0 +1,193 @@
+package mcpserve
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dsh-actors/dsh-actors/config"
+	"github.com/dsh-actors/dsh-actors/host"
+	"github.com/dsh-actors/dsh-actors/internal/hosttest"
+	"github.com/dsh-actors/dsh-actors/internal/testkit"
+)
+
+// rawStdio serves one stdio session to a test that writes raw lines.
+type rawStdio struct {
+	t       *testing.T
+	s       *Server
+	in      *io.PipeWriter
+	answers chan map[string]any
+	done    chan error
+}
+
+func newRawStdio(t *testing.T) *rawStdio {
+	h := hosttest.Start(t, func(c *config.Config) { c.MCP.MaxRequestBytes = 4096 }, host.Options{})
+	s := New(h, nil)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	r := &rawStdio{t: t, s: s, in: inW, answers: make(chan map[string]any, 100), done: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		r.done <- s.ServeStdio(ctx, inR, outW)
+		outW.Close()
+	}()
+	go func() {
+		sc := bufio.NewScanner(outR)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				m = map[string]any{"unparsable": sc.Text()}
+			}
+			r.answers <- m
+		}
+		close(r.answers)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		inW.Close()
+		s.Close()
+	})
+	r.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`)
+	if a := r.next(); a["id"] != "init" || a["result"] == nil {
+		t.Fatalf("initialize: %v", a)
+	}
+	r.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return r
+}
+
+func (r *rawStdio) send(line string) {
+	r.t.Helper()
+	if _, err := io.WriteString(r.in, line+"\n"); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *rawStdio) next() map[string]any {
+	r.t.Helper()
+	select {
+	case a, ok := <-r.answers:
+		if !ok {
+			r.t.Fatal("the server's output ended")
+		}
+		return a
+	case <-time.After(testkit.Timeout):
+		r.t.Fatal("no answer")
+	}
+	return nil
+}
+
+func errorOf(a map[string]any) (code float64, message string) {
+	e, _ := a["error"].(map[string]any)
+	code, _ = e["code"].(float64)
+	message, _ = e["message"].(string)
+	return code, message
+}
+
+// Over stdio, a line the SDK cannot take is answered with an error that
+// says why, and the session goes on (the SDK alone would end it, and the
+// server with it).
+func TestStdioBadLinesAreAnsweredAndTheSessionGoesOn(t *testing.T) {
+	r := newRawStdio(t)
+	deep := strings.Repeat("[", 1001) + strings.Repeat("]", 1001)
+	for _, c := range []struct {
+		line string
+		code float64
+		want string
+	}{
+		{"garbage", codeParseError, "not one JSON value"},
+		{`{"jsonrpc":"2.0","id":1,"method":"ping"`, codeParseError, "not one JSON value"},
+		{`{"jsonrpc":"2.0","id":1,"method":"ping"} {"jsonrpc":"2.0","id":2,"method":"ping"}`, codeParseError, "not one JSON value"},
+		{"\ufeff" + `{"jsonrpc":"2.0","id":1,"method":"ping"}`, codeParseError, "not one JSON value"},
+		{"[]", codeInvalidRequest, "a batch"},
+		{`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, codeInvalidRequest, "protocol version 2025-06-18 has none"},
+		{"null", codeInvalidRequest, "this is null"},
+		{"42", codeInvalidRequest, "this is a number"},
+		{`"str"`, codeInvalidRequest, "this is a string"},
+		{"{}", codeInvalidRequest, `"jsonrpc" must be "2.0"`},
+		{`{"jsonrpc":"2.0"}`, codeInvalidRequest, "neither a request"},
+		{`{"id":6,"method":"ping"}`, codeInvalidRequest, `"jsonrpc" must be "2.0"`},
+		{`{"jsonrpc":"1.0","id":6,"method":"ping"}`, codeInvalidRequest, `"jsonrpc" must be "2.0"`},
+		{`{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`, codeInvalidRequest, "neither a string nor a number"},
+		{`{"jsonrpc":"2.0","id":true,"method":"ping"}`, codeInvalidRequest, "neither a string nor a number"},
+		{`{"jsonrpc":"2.0","id":9}`, codeInvalidRequest, `needs "result" or "error"`},
+		{deep, codeParseError, "nests 1001 levels deep"},
+		{`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"` + strings.Repeat("x", 5000) + `"}}`, codeInvalidRequest, "more than 4096 bytes (mcp.maxRequestBytes)"},
+	} {
+		r.send(c.line)
+		a := r.next()
+		if code, msg := errorOf(a); code != c.code || !strings.Contains(msg, c.want) {
+			t.Errorf("%.60q: answered %v, want code %v naming %q", c.line, a, c.code, c.want)
+		}
+		r.send(`{"jsonrpc":"2.0","id":"p","method":"ping"}`)
+		if a := r.next(); a["id"] != "p" || a["result"] == nil {
+			t.Fatalf("after %.60q the session does not answer a ping: %v", c.line, a)
+		}
+	}
+}
+
+// A request reusing the id of one still in flight is refused, not dropped;
+// ids are tracked as the SDK answers them (1.5 is answered as 1), so none
+// is left pending.
+func TestStdioIDs(t *testing.T) {
+	r := newRawStdio(t)
+	gate, open := testkit.Gate(t)
+	started, waitStarted := testkit.Signal(t)
+	call := func(id, command string) string {
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": "tools/call",
+			"params": map[string]any{"name": "bash", "arguments": map[string]any{"command": command}}})
+		return string(b)
+	}
+	r.send(call("7", fmt.Sprintf("echo > %s; read l < %s; echo got-$l", started, gate)))
+	waitStarted()
+	r.send(call("7", "echo second"))
+	if code, msg := errorOf(r.next()); code != codeInvalidRequest || !strings.Contains(msg, "id 7 is still in flight") {
+		t.Fatalf("a second request with id 7: code %v %q", code, msg)
+	}
+	open("x")
+	if a := r.next(); a["id"] != float64(7) || !strings.Contains(fmt.Sprint(a["result"]), "got-x") {
+		t.Fatalf("the first request with id 7: %v", a)
+	}
+	r.send(`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`)
+	r.send(`{"jsonrpc":"2.0","id":"\u0061","method":"ping"}`)
+	for range 2 {
+		r.next()
+	}
+	testkit.Eventually(t, "no request is left pending", func() (bool, string) {
+		r.s.answers.mu.Lock()
+		defer r.s.answers.mu.Unlock()
+		return len(r.s.answers.pending) == 0, fmt.Sprint(r.s.answers.pending)
+	})
+}
+
+// A client that writes its requests and closes its input gets every answer
+// (the SDK alone cancels what runs when its input ends, and answers
+// nothing more).
+func TestStdioAnswersComeBeforeTheEndOfInput(t *testing.T) {
+	r := newRawStdio(t)
+	r.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo hi"}}}`)
+	r.send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	r.in.Close()
+	got := map[float64]bool{}
+	for range 2 {
+		a := r.next()
+		id, _ := a["id"].(float64)
+		got[id] = a["result"] != nil
+	}
+	if !got[1] || !got[2] {
+		t.Fatalf("answers %v", got)
+	}
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(testkit.Timeout):
+		t.Fatal("serve did not end with its input")
+	}
+}
