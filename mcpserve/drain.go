@@ -2,6 +2,7 @@ package mcpserve
 
 import (
 	"context"
+	"errors"
 	"sync"
 )
 
@@ -12,7 +13,7 @@ import (
 type drainer struct {
 	mu       sync.Mutex
 	next     uint64
-	inFlight map[uint64]context.CancelFunc
+	inFlight map[uint64]context.CancelCauseFunc
 	draining bool
 	idle     chan struct{} // closed when the last call leaves while draining
 }
@@ -26,14 +27,14 @@ func (d *drainer) enter(ctx context.Context) (callCtx context.Context, leave fun
 		return nil, nil, false
 	}
 	if d.inFlight == nil {
-		d.inFlight = map[uint64]context.CancelFunc{}
+		d.inFlight = map[uint64]context.CancelCauseFunc{}
 	}
 	d.next++
 	id := d.next
-	callCtx, cancel := context.WithCancel(ctx)
+	callCtx, cancel := context.WithCancelCause(ctx)
 	d.inFlight[id] = cancel
 	return callCtx, func() {
-		cancel()
+		cancel(nil)
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		delete(d.inFlight, id)
@@ -66,13 +67,27 @@ func (d *drainer) drain(ctx context.Context) error {
 	}
 }
 
-// cancelAll refuses new calls and cancels those in flight: each is
-// answered with its cancellation (a bash call resets its shell).
-func (d *drainer) cancelAll() {
+// cancelAll refuses new calls and cancels those in flight with cause: each
+// is answered with an error result that says so (a bash call resets its
+// shell).
+func (d *drainer) cancelAll(cause error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.draining = true
 	for _, cancel := range d.inFlight {
-		cancel()
+		cancel(cause)
 	}
+}
+
+// Why the server cancels calls.
+var (
+	errShuttingDown  = errors.New("the server is shutting down")
+	errSessionEnding = errors.New("the client ended the session")
+)
+
+// reopen takes calls again after cancelAll (an end that did not happen).
+func (d *drainer) reopen() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.draining = false
 }

@@ -2,6 +2,8 @@ package mcpserve
 
 import (
 	"crypto/subtle"
+	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -46,10 +48,11 @@ func RequireToken(token string, next http.Handler) http.Handler {
 	if token == "" {
 		return next
 	}
-	want := []byte("Bearer " + token)
+	want := []byte(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(strings.TrimSpace(r.Header.Get("Authorization")))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		// The scheme is case-insensitive (RFC 9110); the token is not.
+		scheme, got, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="dsh-actors"`)
 			http.Error(w, "dsh-actors: a bearer token is required (Authorization: Bearer TOKEN)", http.StatusUnauthorized)
 			return
@@ -64,11 +67,85 @@ func RequireToken(token string, next http.Handler) http.Handler {
 // until they end by themselves.
 func (s *Server) cancelOnDelete(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodDelete {
-			if e, ok := s.byID.Load(r.Header.Get("Mcp-Session-Id")); ok {
-				e.(*session).calls.cancelAll()
-			}
+		if r.Method != http.MethodDelete {
+			next.ServeHTTP(w, r)
+			return
+		}
+		e, ok := s.byID.Load(r.Header.Get("Mcp-Session-Id"))
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		e.(*session).calls.cancelAll(errSessionEnding)
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		if sw.status >= 400 {
+			// The SDK refused to end the session (a bad header): it lives
+			// on, and takes calls again.
+			e.(*session).calls.reopen()
+		}
+	})
+}
+
+// CheckToken says what is wrong with a token, if anything: it is sent in a
+// header, so it must be printable ASCII with no space.
+func CheckToken(token string) error {
+	for i := 0; i < len(token); i++ {
+		if c := token[i]; c <= ' ' || c > '~' {
+			return fmt.Errorf("the token has %q at byte %d: use printable ASCII characters without spaces", rune(c), i)
+		}
+	}
+	return nil
+}
+
+// statusWriter keeps the status of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// LoopbackHostOnly refuses a request whose Host is not a loopback name or
+// address, when the server listens on loopback only: a page of another
+// site that a DNS rebinding pointed at 127.0.0.1 reaches it under its own
+// name (the SDK checks this for /mcp; this is for the other endpoints).
+func LoopbackHostOnly(listening string, next http.Handler) http.Handler {
+	if h, _, err := net.SplitHostPort(listening); err != nil || !isLoopback(h) {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, _, err := net.SplitHostPort(r.Host)
+		if err != nil {
+			h = r.Host
+		}
+		if !isLoopback(h) {
+			http.Error(w, "dsh-actors: this server answers loopback host names only", http.StatusForbidden)
+			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+func isLoopback(host string) bool {
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -141,6 +141,10 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, tool string
 	}
 	injected := s.beginTurnIfDue(ctx, e)
 	r, err := s.h.Call(ctx, e.agent, tool, args)
+	if cause := context.Cause(ctx); err != nil && (errors.Is(cause, errShuttingDown) || errors.Is(cause, errSessionEnding)) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{
+			Text: tool + ": stopped before it finished: " + cause.Error()}}, IsError: true}, nil
+	}
 	var limit *limits.Error
 	if errors.As(err, &limit) {
 		// The session's agent could not start: the model should see why.
@@ -168,7 +172,7 @@ func (s *Server) Drain(ctx context.Context) error {
 	answered, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err != nil {
-		s.calls.cancelAll()
+		s.calls.cancelAll(errShuttingDown)
 		_ = s.calls.drain(answered)
 	}
 	// The handlers have returned; their answers are written after.
@@ -212,7 +216,7 @@ func (s *Server) ServeStdio(serving context.Context, r io.Reader, w io.Writer) e
 // Close gives up on it after closeWait and says so in the log, and the
 // host's Stop then ends its agent.
 func (s *Server) Close() {
-	s.calls.cancelAll()
+	s.calls.cancelAll(errShuttingDown)
 	done := make(chan struct{})
 	go func() {
 		var closing sync.WaitGroup

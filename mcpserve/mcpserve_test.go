@@ -337,3 +337,34 @@ func TestEndingASessionDuringACallCancelsIt(t *testing.T) {
 		return len(h.Agents()) == 0, strings.Join(h.Agents(), ",")
 	})
 }
+
+// A DELETE the SDK refuses (a bad protocol version header) ends nothing:
+// the session goes on taking calls.
+func TestARefusedDeleteEndsNothing(t *testing.T) {
+	h := hosttest.Start(t, nil, host.Options{})
+	s := mcpserve.New(h, nil)
+	srv := httptest.NewServer(s.Handler(mcpserve.HTTPOptions{}))
+	defer srv.Close()
+	defer s.Close()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	text(t, cs, "bash", map[string]any{"command": "true"})
+	req, _ := http.NewRequest(http.MethodDelete, srv.URL, nil)
+	req.Header.Set("Mcp-Session-Id", cs.ID())
+	req.Header.Set("MCP-Protocol-Version", "1999-01-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode < 400 {
+		t.Fatalf("a DELETE with a bad protocol version: %s", resp.Status)
+	}
+	if got, isErr := text(t, cs, "bash", map[string]any{"command": "echo still"}); isErr || got != "still\n" {
+		t.Fatalf("after a refused DELETE: %q (error %v)", got, isErr)
+	}
+}

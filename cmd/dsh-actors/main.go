@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -144,13 +145,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	// INT, TERM and HUP (the terminal or the parent went away) end the run
+	// INT, TERM, QUIT and HUP (the terminal or the parent went away) end the run
 	// cleanly: the host stops and kills every process it started. A closed
 	// stdout must not kill us with SIGPIPE before that: writes then fail
 	// with EPIPE, which ends the run the same way. SIGPIPE is caught, not
 	// ignored: an ignored signal stays ignored in every shell we start, and
 	// `yes | head -1` there would complain about a broken pipe.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer stop()
 	pipe := make(chan os.Signal, 1)
 	signal.Notify(pipe, syscall.SIGPIPE)
@@ -462,6 +463,9 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if *grace < 0 {
 		return usageError{fmt.Errorf("serve: --grace %v: it must not be negative", *grace)}
 	}
+	if err := mcpserve.CheckToken(*token); err != nil {
+		return usageError{fmt.Errorf("serve: --token (or $DSH_ACTORS_TOKEN): %v", err)}
+	}
 	listenAddr, err := loopbackUnlessTold("--http", *addr, *token)
 	if err != nil {
 		return err
@@ -493,13 +497,29 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}
 		drain, cancel := context.WithTimeout(context.Background(), *grace)
 		defer cancel()
+		// A second signal cancels what runs at once.
+		again := make(chan os.Signal, 1)
+		signal.Notify(again, os.Interrupt, syscall.SIGTERM, syscall.SIGQUIT)
+		defer signal.Stop(again)
+		go func() {
+			select {
+			case <-again:
+				cancel()
+			case <-drain.Done():
+			}
+		}()
+		fmt.Fprintf(stderr, "dsh-actors: stopping: calls in flight may finish within --grace %v (signal again to cancel them now)\n", *grace)
 		if s.Drain(drain) != nil {
 			fmt.Fprintf(stderr, "dsh-actors: calls still running after --grace %v are cancelled\n", *grace)
 		}
 		stopServing()
 	}()
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", mcpserve.RequireToken(*token, m.Handler()))
+	metricsOn := metricsListen
+	if *addr != "" {
+		metricsOn = listenAddr
+	}
+	mux.Handle("/metrics", mcpserve.LoopbackHostOnly(metricsOn, mcpserve.RequireToken(*token, m.Handler())))
 	var stopListening func()
 	if *addr == "" {
 		if metricsListen != "" {
@@ -546,6 +566,9 @@ func loopbackUnlessTold(flag, addr, token string) (string, error) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
+		return "", usageError{fmt.Errorf("serve: %s %q: the port must be a number from 0 to 65535", flag, addr)}
+	}
 	if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && token == "" {
 		return "", usageError{fmt.Errorf("serve: %s %q is reachable from other machines: give --token (or $DSH_ACTORS_TOKEN) too", flag, addr)}
 	}
@@ -560,7 +583,9 @@ func listen(what, addr, path string, mux *http.ServeMux, stderr io.Writer) (stop
 		return nil, nil, fmt.Errorf("serve: %w", err)
 	}
 	fmt.Fprintf(stderr, "dsh-actors: serving %s at http://%s%s\n", what, ln.Addr(), path)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// A request must arrive whole within a minute (a body sent slowly on
+	// purpose would hold a descriptor); idle connections go after two.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

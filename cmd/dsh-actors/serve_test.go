@@ -115,19 +115,26 @@ func TestServeLetsACallInFlightFinishOnASignal(t *testing.T) {
 func TestServeCancelsWhatOutlastsTheGrace(t *testing.T) {
 	started, waitStarted := testkit.Signal(t)
 	cs, signal, done := stdioServe(t, "--grace", "100ms")
-	answered := make(chan error, 1)
+	answered := make(chan string, 1)
 	go func() {
-		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
 			"command": fmt.Sprintf("echo > %s; sleep 1000.777", started)}})
-		answered <- err
+		switch {
+		case err != nil:
+			answered <- "error: " + err.Error()
+		case !res.IsError || len(res.Content) == 0:
+			answered <- fmt.Sprintf("not an error result: %+v", res)
+		default:
+			answered <- res.Content[0].(*mcp.TextContent).Text
+		}
 	}()
 	waitStarted()
 	signal()
 	waitServe(t, done)
 	select {
-	case err := <-answered:
-		if err == nil {
-			t.Fatal("the call that outlasted the grace was answered as done")
+	case got := <-answered:
+		if !strings.Contains(got, "stopped before it finished: the server is shutting down") {
+			t.Fatalf("the call that outlasted the grace was answered %q", got)
 		}
 	case <-time.After(testkit.Timeout):
 		t.Fatal("the client's call was left waiting")
@@ -146,6 +153,8 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"--http", "0", "--metrics", "0"}, "--metrics is for stdio mode"},
 		{[]string{"--grace", "-1s"}, "--grace -1s"},
 		{[]string{"--metrics", "0.0.0.0:9"}, "--metrics"},
+		{[]string{"--http", "abc"}, "the port must be a number"},
+		{[]string{"--http", "0", "--token", " sp "}, "printable ASCII characters without spaces"},
 	} {
 		err := cmdServe(context.Background(), c.args, strings.NewReader(""), io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -199,6 +208,23 @@ func TestServeMetrics(t *testing.T) {
 		metricsURL := strings.TrimSuffix(mcpURL, "/mcp") + "/metrics"
 		if code, _ := get(t, metricsURL, ""); code != http.StatusUnauthorized {
 			t.Errorf("/metrics without the token: %d", code)
+		}
+		// Under another host name (a DNS rebinding): refused, token or not.
+		req, _ := http.NewRequest("GET", metricsURL, nil)
+		req.Host = "evil.example"
+		req.Header.Set("Authorization", "Bearer tok")
+		if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+			t.Errorf("/metrics under another host name: %v %v", resp, err)
+		} else {
+			resp.Body.Close()
+		}
+		// The scheme is case-insensitive.
+		req, _ = http.NewRequest("GET", metricsURL, nil)
+		req.Header.Set("Authorization", "bearer tok")
+		if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+			t.Errorf("/metrics with a lowercase scheme: %v %v", resp, err)
+		} else {
+			resp.Body.Close()
 		}
 		c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
 		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: mcpURL,
