@@ -47,6 +47,7 @@ var comments = map[string]string{
 	"mcp":                            "dsh-actors serve.",
 	"mcp.sessionTimeoutMs":           "an HTTP session idle this long ends, and its agent with every process it started",
 	"mcp.maxRequestBytes":            "largest request: an HTTP body, a stdio line",
+	"mcp.maxSessions":                "HTTP sessions open at once; a new one past it is refused (503)",
 	"mcp.turnIdleMs":                 "a call after this long without one begins a turn: the listeners' context (tmux location) comes with its result; 0: every call",
 }
 

@@ -20,12 +20,16 @@ type MCP struct {
 	// (the tmux location) run before it, and what they inject comes back
 	// with that call's result.
 	TurnIdleMs int64 `yaml:"turnIdleMs"`
+	// MaxSessions bounds the HTTP sessions open at once: one that only
+	// initialized holds memory until it times out, and has no agent for
+	// limits.agents to count.
+	MaxSessions int `yaml:"maxSessions"`
 }
 
 // DefaultMCP: a session idle for 30 minutes ends; requests up to 4 MiB; a
 // pause of 30 s begins a turn.
 func DefaultMCP() MCP {
-	return MCP{SessionTimeoutMs: 30 * 60 * 1000, MaxRequestBytes: 4 << 20, TurnIdleMs: 30000}
+	return MCP{SessionTimeoutMs: 30 * 60 * 1000, MaxRequestBytes: 4 << 20, TurnIdleMs: 30000, MaxSessions: 4096}
 }
 
 // Validate names the key, the value and the rule of each error.
@@ -39,6 +43,9 @@ func (m MCP) Validate() error {
 	}
 	if m.TurnIdleMs < 0 || m.TurnIdleMs > 24*3600*1000 {
 		errs = append(errs, fmt.Errorf("mcp.turnIdleMs: %d is out of range (must be between 0, every call a turn, and %d milliseconds)", m.TurnIdleMs, 24*3600*1000))
+	}
+	if m.MaxSessions < 1 || m.MaxSessions > maxLimit {
+		errs = append(errs, fmt.Errorf("mcp.maxSessions: %d is out of range (must be between 1 and %d)", m.MaxSessions, maxLimit))
 	}
 	return errors.Join(errs...)
 }

@@ -38,7 +38,7 @@ func (s *Server) Handler(opts HTTPOptions) http.Handler {
 		SessionTimeout:      opts.SessionTimeout,
 		MaxRequestBodyBytes: opts.MaxRequestBytes,
 	})
-	return RequireToken(opts.Token, http.NewCrossOriginProtection().Handler(s.answers.countPosts(s.cancelOnDelete(h))))
+	return RequireToken(opts.Token, http.NewCrossOriginProtection().Handler(s.answers.countPosts(s.cancelOnDelete(s.boundSessions(h)))))
 }
 
 // RequireToken refuses requests without "Authorization: Bearer TOKEN"
@@ -148,4 +148,19 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// boundSessions refuses a request that would open a session (a POST with
+// no session id) while mcp.maxSessions are open: 503, before the SDK makes
+// the session.
+func (s *Server) boundSessions(next http.Handler) http.Handler {
+	max := int64(s.h.Config().MCP.MaxSessions)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && s.live.Load() >= max {
+			w.Header().Set("Retry-After", "10")
+			http.Error(w, fmt.Sprintf("dsh-actors: %d sessions are open, the limit (mcp.maxSessions); end one, or raise the limit", max), http.StatusServiceUnavailable)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -31,6 +31,8 @@ type Server struct {
 	prefix string
 	// agents maps live sessions to their agents' ids.
 	agents sync.Map // *mcp.ServerSession -> *session
+	// live counts the sessions being watched (open).
+	live atomic.Int64
 	// byID maps the ids of live HTTP sessions to their entries.
 	byID  sync.Map // string -> *session
 	calls drainer
@@ -102,12 +104,14 @@ func (s *Server) watch(ss *mcp.ServerSession) {
 	e := s.sessionOf(ss)
 	e.once.Do(func() {
 		s.h.Metrics().SessionStarted()
+		s.live.Add(1)
 		if id := ss.ID(); id != "" {
 			s.byID.Store(id, e)
 		}
 		s.wg.Go(func() {
 			_ = ss.Wait()
 			s.h.Metrics().SessionEnded()
+			s.live.Add(-1)
 			s.agents.Delete(ss)
 			if id := ss.ID(); id != "" {
 				s.byID.CompareAndDelete(id, e)

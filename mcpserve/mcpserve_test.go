@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -366,5 +367,52 @@ func TestARefusedDeleteEndsNothing(t *testing.T) {
 	}
 	if got, isErr := text(t, cs, "bash", map[string]any{"command": "echo still"}); isErr || got != "still\n" {
 		t.Fatalf("after a refused DELETE: %q (error %v)", got, isErr)
+	}
+}
+
+// Past mcp.maxSessions a new session is refused, with the key named; once
+// one ends, a new one opens.
+func TestSessionsPastTheLimitAreRefused(t *testing.T) {
+	h := hosttest.Start(t, func(c *config.Config) { c.MCP.MaxSessions = 2 }, host.Options{})
+	s := mcpserve.New(h, nil)
+	srv := httptest.NewServer(s.Handler(mcpserve.HTTPOptions{}))
+	defer srv.Close()
+	defer s.Close()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	open := func() (*mcp.ClientSession, error) {
+		return c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1}, nil)
+	}
+	var sessions []*mcp.ClientSession
+	for range 2 {
+		cs, err := open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, cs)
+	}
+	if cs, err := open(); err == nil {
+		cs.Close()
+		t.Fatal("a third session opened past mcp.maxSessions 2")
+	}
+	resp, err := http.Post(srv.URL, "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "mcp.maxSessions") {
+		t.Fatalf("past the limit: %s %s", resp.Status, b)
+	}
+	sessions[0].Close()
+	testkit.Eventually(t, "a session opens once one ended", func() (bool, string) {
+		cs, err := open()
+		if err != nil {
+			return false, err.Error()
+		}
+		sessions = append(sessions, cs)
+		return true, ""
+	})
+	for _, cs := range sessions[1:] {
+		cs.Close()
 	}
 }
