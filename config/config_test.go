@@ -70,6 +70,15 @@ func TestBadValuesNameKeyValueAndRule(t *testing.T) {
 		{"terminal:\n  idleSilenceMs: 0\n", []string{"terminal.idleSilenceMs", "0", "between 10"}},
 		{"terminal:\n  defaultWaitMs: 9999999\n  maxWaitMs: 1000\n", []string{"terminal.defaultWaitMs", "maxWaitMs, which is 1000"}},
 		{"terminal:\n  enableRunInBackground: maybe\n", []string{"terminal.enableRunInBackground", `"maybe"`, "not true or false"}},
+		{"limits:\n  agents: 1\nlimits:\n  agents: 2\n", []string{"limits", "given twice (lines 1 and 3)"}},
+		{"limits:\n  agents: 1\n  agents: 2\n", []string{"limits.agents", "given twice (lines 2 and 3)"}},
+		{"limits:\n  agents: 010\n", []string{"limits.agents", `"010"`, "plain decimal digits (8?)"}},
+		{"limits:\n  agents: 0x10\n", []string{"limits.agents", `"0x10"`, "plain decimal"}},
+		{"limits:\n  agents: 1_000\n", []string{"limits.agents", "plain decimal"}},
+		{"limits:\n  agents: +5\n", []string{"limits.agents", "plain decimal"}},
+		{"tmuxContext:\n  refreshIntervalMs: 0o10\n", []string{"tmuxContext.refreshIntervalMs", "plain decimal"}},
+		{"limits:\n  agents: -1\n", []string{"limits.agents", "-1", "between 0"}},
+		{"mcp:\n  maxSessions: 0\n", []string{"mcp.maxSessions", "0", "between 1"}},
 	}
 	for _, c := range cases {
 		_, err := Parse("bad.yaml", []byte(c.yaml))
@@ -85,6 +94,17 @@ func TestBadValuesNameKeyValueAndRule(t *testing.T) {
 		if !strings.Contains(err.Error(), "bad.yaml") {
 			t.Errorf("%q: error %q does not name the file", c.yaml, err)
 		}
+	}
+}
+
+// An empty section keeps its defaults.
+func TestAnEmptySectionKeepsItsDefaults(t *testing.T) {
+	cfg, err := Parse("empty.yaml", []byte("limits:\nmcp:\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Limits != DefaultLimits() || cfg.MCP != DefaultMCP() {
+		t.Fatalf("%+v %+v", cfg.Limits, cfg.MCP)
 	}
 }
 

@@ -31,15 +31,24 @@ func decodeInto(node *yaml.Node, v reflect.Value, path string) []error {
 	}
 	switch v.Kind() {
 	case reflect.Struct:
+		if node.Kind == yaml.ScalarNode && node.ShortTag() == "!!null" {
+			return nil // an empty section: its defaults
+		}
 		if node.Kind != yaml.MappingNode {
 			return []error{fmt.Errorf("%s: %s is not a section of keys", orTop(path), describe(node))}
 		}
 		var errs []error
 		keys := fieldsByKey(v.Type())
+		seen := map[string]int{}
 		for i := 0; i+1 < len(node.Content); i += 2 {
 			k, val := node.Content[i], node.Content[i+1]
 			field, ok := keys[k.Value]
 			key := join(path, k.Value)
+			if line, twice := seen[k.Value]; twice {
+				errs = append(errs, fmt.Errorf("%s: given twice (lines %d and %d); keep one", key, line, k.Line))
+				continue
+			}
+			seen[k.Value] = k.Line
 			if !ok {
 				errs = append(errs, fmt.Errorf("%s: unknown key (line %d; %s has %s)", key, k.Line, orTop(path), strings.Join(known(keys), ", ")))
 				continue
@@ -57,6 +66,10 @@ func decodeInto(node *yaml.Node, v reflect.Value, path string) []error {
 		var n int64
 		if node.Kind != yaml.ScalarNode || node.ShortTag() != "!!int" || node.Decode(&n) != nil || v.OverflowInt(n) {
 			return []error{fmt.Errorf("%s: %s is not a whole number", path, describe(node))}
+		}
+		if !plainDecimal(node.Value) {
+			// YAML reads 010 as 8, and takes 0x10, 0o10, 1_000 and +5.
+			return []error{fmt.Errorf("%s: %s: write the number in plain decimal digits (%d?)", path, describe(node), n)}
 		}
 		v.SetInt(n)
 	case reflect.String:
@@ -115,4 +128,18 @@ func orTop(path string) string {
 		return "the file"
 	}
 	return path
+}
+
+// plainDecimal: an optional minus, then 0 or digits not starting with 0.
+func plainDecimal(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	if s == "" || (len(s) > 1 && s[0] == '0') {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

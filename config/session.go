@@ -59,6 +59,9 @@ func (n *WholeNumber) UnmarshalYAML(node *yaml.Node) error {
 	if node.Kind != yaml.ScalarNode || node.ShortTag() != "!!int" || node.Decode(&v) != nil {
 		return fmt.Errorf("%q (line %d) is not a whole number", node.Value, node.Line)
 	}
+	if !plainDecimal(node.Value) {
+		return fmt.Errorf("%q (line %d): write the number in plain decimal digits (%d?)", node.Value, node.Line, v)
+	}
 	*n = WholeNumber(v)
 	return nil
 }

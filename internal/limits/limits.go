@@ -21,12 +21,12 @@ const (
 // Kinds lists every kind, in a fixed order.
 var Kinds = []Kind{Agents, Shells, Terminals, Tasks}
 
-// what says what a kind's count is, for error texts.
-var what = map[Kind]string{
-	Agents:    "agents running",
-	Shells:    "bash shells running",
-	Terminals: "terminals open",
-	Tasks:     "background tasks running",
+// what says what a kind's count is, for error texts: one, and more.
+var what = map[Kind][2]string{
+	Agents:    {"agent running", "agents running"},
+	Shells:    {"bash shell running", "bash shells running"},
+	Terminals: {"terminal open (exited ones count until closed)", "terminals open (exited ones count until closed)"},
+	Tasks:     {"background task running", "background tasks running"},
 }
 
 // Pool counts one kind host-wide. The zero value is not usable; see New.
@@ -104,8 +104,12 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	w := what[e.Kind][1]
+	if e.Max == 1 {
+		w = what[e.Kind][0]
+	}
 	return fmt.Sprintf("the host has %d %s, its limit (limits.%s in the configuration); end one, or raise the limit",
-		e.Max, what[e.Kind], e.Kind)
+		e.Max, w, e.Kind)
 }
 
 // Set is a host's pools, one per kind.
