@@ -25,7 +25,11 @@ func sessionOpener(h *Host, given *sessionlog.Log, cfg config.Session) func() (*
 	if given != nil {
 		return func() (*sessionlog.Log, error) { return given, nil }
 	}
-	var mu sync.Mutex
+	var (
+		mu       sync.Mutex
+		lastErr  error
+		failedAt time.Time
+	)
 	return func() (*sessionlog.Log, error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -35,6 +39,11 @@ func sessionOpener(h *Host, given *sessionlog.Log, cfg config.Session) func() (*
 		if h.stopped.Load() {
 			return nil, ErrStopped
 		}
+		if lastErr != nil && time.Since(failedAt) < reopenAfter {
+			// Each try may wait for another process's lock: not at
+			// every turn.
+			return nil, lastErr
+		}
 		path := cfg.Path
 		if path == "" {
 			var err error
@@ -43,13 +52,22 @@ func sessionOpener(h *Host, given *sessionlog.Log, cfg config.Session) func() (*
 			}
 		}
 		l, err := sessionlog.Open(path, sessionlog.Options{OnAppend: h.metrics.Append})
+		if errors.Is(err, sessionlog.ErrLocked) {
+			lastErr, failedAt = fmt.Errorf("%w (tried again %v after)", err, reopenAfter), time.Now()
+		}
 		if err != nil {
 			return nil, err
 		}
+		lastErr = nil
 		h.ownLog.Store(l)
 		return l, nil
 	}
 }
+
+// reopenAfter is how long the host waits, after it found the session log
+// locked by another process, before it tries again (each try waits for the
+// lock).
+const reopenAfter = 10 * time.Second
 
 // plugins are the listeners the configuration turns on, in the order they
 // run (before the host's own).

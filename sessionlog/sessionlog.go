@@ -62,6 +62,10 @@ var (
 // MaxAgentIDLen bounds an agent id (a bucket name).
 const MaxAgentIDLen = 1024
 
+// ErrLocked: another process has the file open (bbolt takes an exclusive
+// lock).
+var ErrLocked = errors.New("another process holds it open")
+
 // ErrClosed is returned by a Log after Close.
 var ErrClosed = errors.New("sessionlog: the log is closed")
 
@@ -82,7 +86,7 @@ func Open(path string, opts Options) (l *Log, err error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout})
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
-		return nil, fmt.Errorf("session log %s: another process holds it open (waited %v for its lock)", path, opts.LockTimeout)
+		return nil, fmt.Errorf("session log %s: %w (waited %v for its lock)", path, ErrLocked, opts.LockTimeout)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch), errors.Is(err, berrors.ErrChecksum):
 		return nil, fmt.Errorf("session log %s: not a session log: the file is not a bbolt database this version can read (%v)", path, err)
 	case err != nil:

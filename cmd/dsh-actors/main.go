@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -263,19 +264,12 @@ func parseFlags(fs *flags, args []string) error {
 }
 
 func startHost(configPath string, stderr io.Writer) (*host.Host, error) {
-	return startHostWith(configPath, stderr, nil)
-}
-
-// startHostWith starts a host of the configuration at configPath (empty:
-// the defaults) that logs warnings to stderr and records to m (nil: no
-// metrics).
-func startHostWith(configPath string, stderr io.Writer, m *metrics.Metrics) (*host.Host, error) {
 	cfg, err := config.Load(configPath)
 	if err != nil {
 		return nil, err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	return host.Start(host.Options{Config: &cfg, Logger: log, Metrics: m})
+	return host.Start(host.Options{Config: &cfg, Logger: log})
 }
 
 func stopHost(h *host.Host) error {
@@ -478,11 +472,25 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return fmt.Errorf("serve: metrics: %w", err)
 	}
-	h, err := startHostWith(*configPath, stderr, m)
+	cfg, err := config.Load(*configPath)
 	if err != nil {
 		return err
 	}
+	if cfg.Session.Path == "" && cfg.TmuxContext.Enabled {
+		// A server's MCP sessions end with it, and two servers on one
+		// file would wait for each other's lock: a log of its own.
+		dir, err := os.MkdirTemp("", "dsh-actors-serve-")
+		if err != nil {
+			return fmt.Errorf("serve: a directory for the session log: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		cfg.Session.Path = filepath.Join(dir, "sessions.db")
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	h, err := host.Start(host.Options{Config: &cfg, Logger: log, Metrics: m})
+	if err != nil {
+		return err
+	}
 	s := mcpserve.New(h, log)
 	// A signal (ctx) first lets the calls in flight finish, refusing new
 	// ones; then serving ends, the sessions close (cancelling what still
