@@ -84,7 +84,8 @@ func Parse(tool string, raw []byte, v any, cfg Config) error {
 	}
 	switch a := v.(type) {
 	case *OpenArgs:
-		return errors.Join(checkSize(tool, a.Cols, a.Rows, true), checkEnv(tool, a.Env))
+		return errors.Join(checkNUL(tool, "command", a.Command), checkNUL(tool, "cwd", a.Cwd),
+			checkSize(tool, a.Cols, a.Rows, true), checkEnv(tool, a.Env))
 	case *SendArgs:
 		if err := needID(tool, a.TerminalID); err != nil {
 			return err
@@ -153,6 +154,15 @@ func checkSize(tool string, cols, rows int, optional bool) error {
 // maxEnvBytes bounds what terminal_open may add to the environment (the
 // kernel refuses an exec whose arguments and environment pass ~2 MiB).
 const maxEnvBytes = 256 << 10
+
+// checkNUL refuses a NUL in a string that becomes a program's argument or
+// path: exec cannot take one.
+func checkNUL(tool, field, v string) error {
+	if i := strings.IndexByte(v, 0); i >= 0 {
+		return fmt.Errorf(`%s: %q has a NUL byte at offset %d: a program's arguments and paths cannot hold one`, tool, field, i)
+	}
+	return nil
+}
 
 func checkEnv(tool string, env map[string]string) error {
 	size := 0

@@ -359,6 +359,7 @@ func TestBadArgumentsNameTheProblem(t *testing.T) {
 		{"terminal_send", `{"terminal_id":"t1","text":"x","wait_ms":-1}`, `"wait_ms" is -1`},
 		{"terminal_open", `{"cols":5000,"rows":5}`, "out of range"},
 		{"terminal_open", `{"env":{"A=B":"c"}}`, `env entry "A=B"`},
+		{"terminal_open", `{"command":"echo a\u0000b"}`, `"command" has a NUL byte at offset 6`},
 		{"terminal_read", `{"terminal_id":"t1","limit":5}`, `goes with "offset"`},
 		{"terminal_signal", `{"terminal_id":"t1","signal":"STOP"}`, `"STOP" is not one of`},
 		{"terminal_open", `{"comand":"ls"}`, `unknown field "comand"`},
