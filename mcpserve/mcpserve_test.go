@@ -293,16 +293,7 @@ func TestListenersContextComesWithTheFirstCallOfATurn(t *testing.T) {
 // answered at once; the call is cancelled and its process killed.
 func TestEndingASessionDuringACallCancelsIt(t *testing.T) {
 	h := hosttest.Start(t, nil, host.Options{})
-	s := mcpserve.New(h, nil)
-	srv := httptest.NewServer(s.Handler(mcpserve.HTTPOptions{}))
-	defer srv.Close()
-	defer s.Close()
-	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	srv, cs := overHTTP(t, mcpserve.New(h, nil))
 	started, waitStarted := testkit.Signal(t)
 	go cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
 		"command": "echo > " + started + "; sleep 4719.5"}})
@@ -343,16 +334,7 @@ func TestEndingASessionDuringACallCancelsIt(t *testing.T) {
 // the session goes on taking calls.
 func TestARefusedDeleteEndsNothing(t *testing.T) {
 	h := hosttest.Start(t, nil, host.Options{})
-	s := mcpserve.New(h, nil)
-	srv := httptest.NewServer(s.Handler(mcpserve.HTTPOptions{}))
-	defer srv.Close()
-	defer s.Close()
-	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	srv, cs := overHTTP(t, mcpserve.New(h, nil))
 	text(t, cs, "bash", map[string]any{"command": "true"})
 	req, _ := http.NewRequest(http.MethodDelete, srv.URL, nil)
 	req.Header.Set("Mcp-Session-Id", cs.ID())
@@ -415,4 +397,20 @@ func TestSessionsPastTheLimitAreRefused(t *testing.T) {
 	for _, cs := range sessions[1:] {
 		cs.Close()
 	}
+}
+
+// overHTTP serves s over streamable HTTP and opens one client session to
+// it; the test's end closes both, and s.
+func overHTTP(t *testing.T, s *mcpserve.Server) (*httptest.Server, *mcp.ClientSession) {
+	t.Helper()
+	srv := httptest.NewServer(s.Handler(mcpserve.HTTPOptions{}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(s.Close)
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return srv, cs
 }

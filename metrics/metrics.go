@@ -228,11 +228,7 @@ func (m *Metrics) Call(tool string, took time.Duration, isError bool, data []byt
 		return
 	}
 	if d.ReadyReason != "" {
-		reason := d.ReadyReason
-		if !readyReasons[reason] {
-			reason = "other"
-		}
-		m.readiness.WithLabelValues(tool, reason).Inc()
+		m.readiness.WithLabelValues(tool, bounded(readyReasons, d.ReadyReason)).Inc()
 	}
 	if d.ClippedBytes > 0 {
 		m.clipped.WithLabelValues(tool).Add(float64(d.ClippedBytes))
@@ -273,10 +269,7 @@ func (m *Metrics) ShellReset(cause string) {
 	if m == nil {
 		return
 	}
-	if !resetCauses[cause] {
-		cause = "other"
-	}
-	m.resets.WithLabelValues(cause).Inc()
+	m.resets.WithLabelValues(bounded(resetCauses, cause)).Inc()
 }
 
 // actorKinds are the kinds of actor a failure label may name.
@@ -287,10 +280,7 @@ func (m *Metrics) ActorFailure(kind string) {
 	if m == nil {
 		return
 	}
-	if !actorKinds[kind] {
-		kind = "other"
-	}
-	m.failures.WithLabelValues(kind).Inc()
+	m.failures.WithLabelValues(bounded(actorKinds, kind)).Inc()
 }
 
 // Append records a session-log append (sessionlog.Options.OnAppend).
@@ -394,6 +384,15 @@ func kindOf(a any) string {
 		return "tasks"
 	case "*tasks.task":
 		return "task"
+	}
+	return "other"
+}
+
+// bounded is v when it is one of the label values of set, else "other":
+// no input can grow the number of series.
+func bounded(set map[string]bool, v string) string {
+	if set[v] {
+		return v
 	}
 	return "other"
 }
