@@ -64,7 +64,7 @@ Commands:
       (kill -9, timeouts, exits, task kills, closes, cancellations), check
       every answer, and count what is left after the host stops.
 
-  bench serve [--sessions N] [--duration D [--rate R]] [--calls N] [--iterations N] [--json]
+  bench serve [--sessions N] [--duration D [--rate R]] [--calls N] [--iterations N] [--json] [--config FILE]
       Run N concurrent MCP-over-HTTP sessions of bash calls against a
       server process, next to the same calls through the Go API in the same
       run: calls/s, p50/p99/max, errors, the server's memory.
