@@ -22,6 +22,10 @@ type answers struct {
 	pending map[string]bool // canonical ids of requests not answered yet
 	posts   int
 	idle    chan struct{} // closed when nothing is pending
+	// sessionPosts counts the POSTs being served by session id;
+	// sessionIdle are closed when a session's count drops to 0.
+	sessionPosts map[string]int
+	sessionIdle  map[string]chan struct{}
 }
 
 func (a *answers) change(f func()) {
@@ -72,25 +76,24 @@ func (a *answers) request(id string) (fresh bool) {
 // answered notes the answer of canonical id.
 func (a *answers) answered(id string) { a.change(func() { delete(a.pending, id) }) }
 
-// canonicalID is the id as the SDK answers it: a string as JSON decodes it
-// (invalid UTF-8 replaced), a number as the integer it truncates to. ok is
-// false for an id the SDK cannot take (an object, an array, a boolean) and
-// for null or no id.
+// canonicalID is the key of an id the SDK wrote (an integer or a string),
+// as canonical has it for the request's.
 func canonicalID(raw json.RawMessage) (id string, ok bool) {
 	if len(raw) == 0 {
 		return "", false
 	}
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
+	if raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return "", false
+		}
+		return "s" + s, true
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
 		return "", false
 	}
-	switch v := v.(type) {
-	case string:
-		return "s" + v, true
-	case float64:
-		return "n" + strconv.FormatInt(int64(v), 10), true
-	}
-	return "", false
+	return "n" + strconv.FormatInt(n, 10), true
 }
 
 // countPosts counts the POSTs being served by next.
@@ -100,8 +103,49 @@ func (a *answers) countPosts(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		a.change(func() { a.posts++ })
-		defer a.change(func() { a.posts-- })
+		id := r.Header.Get("Mcp-Session-Id")
+		a.change(func() {
+			a.posts++
+			if a.sessionPosts == nil {
+				a.sessionPosts = map[string]int{}
+			}
+			a.sessionPosts[id]++
+		})
+		defer a.change(func() {
+			a.posts--
+			if a.sessionPosts[id]--; a.sessionPosts[id] <= 0 {
+				delete(a.sessionPosts, id)
+				if ch, ok := a.sessionIdle[id]; ok {
+					close(ch)
+					delete(a.sessionIdle, id)
+				}
+			}
+		})
 		next.ServeHTTP(w, r)
 	})
+}
+
+// waitSession returns when no POST of session id is being served (each
+// has written its answer), or ctx ends.
+func (a *answers) waitSession(ctx context.Context, id string) error {
+	a.mu.Lock()
+	if a.sessionPosts[id] == 0 {
+		a.mu.Unlock()
+		return nil
+	}
+	if a.sessionIdle == nil {
+		a.sessionIdle = map[string]chan struct{}{}
+	}
+	ch, ok := a.sessionIdle[id]
+	if !ok {
+		ch = make(chan struct{})
+		a.sessionIdle[id] = ch
+	}
+	a.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

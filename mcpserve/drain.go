@@ -91,3 +91,10 @@ func (d *drainer) reopen() {
 	defer d.mu.Unlock()
 	d.draining = false
 }
+
+// isDraining tells whether calls are refused.
+func (d *drainer) isDraining() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.draining
+}

@@ -1,6 +1,7 @@
 package mcpserve
 
 import (
+	"context"
 	"crypto/subtle"
 	"fmt"
 	"net"
@@ -81,6 +82,11 @@ func (s *Server) cancelOnDelete(next http.Handler) http.Handler {
 			return
 		}
 		e.(*session).calls.cancelAll(errSessionEnding)
+		// Their answers go out before the SDK closes the session (it
+		// writes nothing more then).
+		answered, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		_ = s.answers.waitSession(answered, r.Header.Get("Mcp-Session-Id"))
+		cancel()
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
 		if sw.status >= 400 {
@@ -160,7 +166,20 @@ func isLoopback(host string) bool {
 func (s *Server) boundSessions(next http.Handler) http.Handler {
 	max := int64(s.h.Config().MCP.MaxSessions)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && s.live.Load() >= max {
+		if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if s.calls.isDraining() {
+			http.Error(w, "dsh-actors: the server is shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		// Counted from here to its first request's end, by when the
+		// session is counted live: sessions opened at once cannot all
+		// pass.
+		opening := s.opening.Add(1)
+		defer s.opening.Add(-1)
+		if s.live.Load()+opening > max {
 			w.Header().Set("Retry-After", "10")
 			http.Error(w, fmt.Sprintf("dsh-actors: %d sessions are open, the limit (mcp.maxSessions); end one, or raise the limit", max), http.StatusServiceUnavailable)
 			return

@@ -31,8 +31,9 @@ type Server struct {
 	prefix string
 	// agents maps live sessions to their agents' ids.
 	agents sync.Map // *mcp.ServerSession -> *session
-	// live counts the sessions being watched (open).
-	live atomic.Int64
+	// live counts the sessions being watched (open); opening, the requests
+	// that may open one, being served.
+	live, opening atomic.Int64
 	// byID maps the ids of live HTTP sessions to their entries.
 	byID  sync.Map // string -> *session
 	calls drainer
@@ -190,21 +191,31 @@ func (s *Server) Drain(ctx context.Context) error {
 func (s *Server) ServeStdio(serving context.Context, r io.Reader, w io.Writer) error {
 	out := &stdioOut{w: w, a: &s.answers}
 	in := newStdioIn(r, out, &s.answers, int(s.h.Config().MCP.MaxRequestBytes))
-	ss, err := s.Connect(context.Background(), &mcp.IOTransport{Reader: io.NopCloser(in), Writer: out}, nil)
+	// The SDK's own cap on a line is set above the filter's, which
+	// answers a longer one itself.
+	ss, err := s.Connect(context.Background(), &mcp.IOTransport{Reader: io.NopCloser(in), Writer: out, MaxLineLength: in.maxBytes + 64<<10}, nil)
 	if err != nil {
 		return fmt.Errorf("mcpserve: %w", err)
 	}
 	ended := make(chan error, 1)
 	go func() { ended <- ss.Wait() }()
+	abandoned := errors.New("mcpserve: the client stopped reading the server's output; its session is abandoned")
 	select {
 	case err = <-ended:
+	case <-in.ended:
+		// The input is over; the session ends once its answers are
+		// written, which a client that stopped reading never lets happen.
+		select {
+		case err = <-ended:
+		case <-time.After(closeWait):
+			return abandoned
+		}
 	case <-serving.Done():
 		go ss.Close()
 		select {
 		case err = <-ended:
 		case <-time.After(closeWait):
-			// A write to a client that stopped reading blocks the close.
-			return errors.New("mcpserve: the client stopped reading the server's output; its session is abandoned")
+			return abandoned
 		}
 	}
 	if errors.Is(err, io.EOF) {
@@ -239,7 +250,7 @@ func (s *Server) Close() {
 }
 
 // closeWait bounds the wait for sessions to close.
-const closeWait = 5 * time.Second
+const closeWait = 2 * time.Second
 
 // beginTurnIfDue begins a turn of the session's agent when this call is
 // its session's first or comes after mcp.turnIdleMs without calls, runs the

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -295,8 +297,19 @@ func TestEndingASessionDuringACallCancelsIt(t *testing.T) {
 	h := hosttest.Start(t, nil, host.Options{})
 	srv, cs := overHTTP(t, mcpserve.New(h, nil))
 	started, waitStarted := testkit.Signal(t)
-	go cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
-		"command": "echo > " + started + "; sleep 4719.5"}})
+	answer := make(chan string, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
+			"command": "echo > " + started + "; sleep 4719.5"}})
+		switch {
+		case err != nil:
+			answer <- "error: " + err.Error()
+		case !res.IsError || len(res.Content) == 0:
+			answer <- fmt.Sprintf("not an error result: %+v", res)
+		default:
+			answer <- res.Content[0].(*mcp.TextContent).Text
+		}
+	}()
 	waitStarted()
 	// As a client ends its session (the Go client's Close waits for its
 	// own calls first; other clients do not).
@@ -320,6 +333,15 @@ func TestEndingASessionDuringACallCancelsIt(t *testing.T) {
 		}
 	case <-time.After(testkit.Timeout):
 		t.Fatal("ending the session waited for the call")
+	}
+	// The call is answered, with why it stopped.
+	select {
+	case got := <-answer:
+		if !strings.Contains(got, "stopped before it finished: the client ended the session") {
+			t.Errorf("the call the DELETE stopped was answered %q", got)
+		}
+	case <-time.After(testkit.Timeout):
+		t.Error("the call the DELETE stopped was not answered")
 	}
 	testkit.Eventually(t, "the session's process is gone", func() (bool, string) {
 		left := testkit.CommandsRunning("sleep 4719.5")
@@ -364,6 +386,32 @@ func TestSessionsPastTheLimitAreRefused(t *testing.T) {
 	open := func() (*mcp.ClientSession, error) {
 		return c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1}, nil)
 	}
+	// Many opened at once cannot all pass.
+	var opened atomic.Int64
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var all []*mcp.ClientSession
+	for range 12 {
+		wg.Go(func() {
+			if cs, err := open(); err == nil {
+				opened.Add(1)
+				mu.Lock()
+				all = append(all, cs)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if n := opened.Load(); n > 2 || n == 0 {
+		t.Fatalf("%d of 12 sessions opened at once under mcp.maxSessions 2", n)
+	}
+	for _, cs := range all {
+		cs.Close()
+	}
+	testkit.Eventually(t, "the sessions opened at once ended", func() (bool, string) {
+		n := len(slices.Collect(s.Sessions()))
+		return n == 0, fmt.Sprint(n)
+	})
 	var sessions []*mcp.ClientSession
 	for range 2 {
 		cs, err := open()
@@ -376,6 +424,7 @@ func TestSessionsPastTheLimitAreRefused(t *testing.T) {
 		cs.Close()
 		t.Fatal("a third session opened past mcp.maxSessions 2")
 	}
+
 	resp, err := http.Post(srv.URL, "application/json", strings.NewReader(`{}`))
 	if err != nil {
 		t.Fatal(err)

@@ -8,8 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // JSON-RPC error codes the filter answers with.
@@ -43,15 +49,28 @@ type stdioIn struct {
 	maxBytes int
 	ready    []byte
 	err      error // the input's end, given to the SDK once ready is read
+	held     bool
+	// ended is closed when the input has ended (and its answers were
+	// waited for).
+	ended chan struct{}
 }
 
 func newStdioIn(r io.Reader, out *stdioOut, a *answers, maxBytes int) *stdioIn {
-	return &stdioIn{src: bufio.NewReaderSize(r, 64<<10), out: out, a: a, maxBytes: maxBytes}
+	return &stdioIn{src: bufio.NewReaderSize(r, 64<<10), out: out, a: a, maxBytes: maxBytes, ended: make(chan struct{})}
 }
 
 func (in *stdioIn) Read(p []byte) (int, error) {
 	for len(in.ready) == 0 {
 		if in.err != nil {
+			if !in.held {
+				// The client sent all it will: the answers to what it
+				// sent go first.
+				ctx, cancel := context.WithTimeout(context.Background(), eofHold)
+				_ = in.a.wait(ctx)
+				cancel()
+				in.held = true
+				close(in.ended)
+			}
 			return 0, in.err
 		}
 		line, tooLong, err := in.readLine()
@@ -60,14 +79,7 @@ func (in *stdioIn) Read(p []byte) (int, error) {
 		} else if len(line) > 0 {
 			in.accept(line)
 		}
-		if err != nil {
-			// The client sent all it will: the answers to what it sent
-			// go first.
-			ctx, cancel := context.WithTimeout(context.Background(), eofHold)
-			_ = in.a.wait(ctx)
-			cancel()
-			in.err = err
-		}
+		in.err = err // a last line without its newline goes on first
 	}
 	n := copy(p, in.ready)
 	in.ready = in.ready[n:]
@@ -94,94 +106,92 @@ func (in *stdioIn) readLine() (line []byte, tooLong bool, err error) {
 	}
 }
 
-// envelope is what the filter reads of a JSON-RPC message.
+// envelope is what the output side reads of a message the SDK wrote.
 type envelope struct {
-	JSONRPC *string         `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  *string         `json:"method"`
-	Result  json.RawMessage `json:"result"`
-	Error   json.RawMessage `json:"error"`
+	ID     json.RawMessage `json:"id"`
+	Method *string         `json:"method"`
+	Result json.RawMessage `json:"result"`
 }
 
-func (e envelope) hasID() bool { return len(e.ID) > 0 && string(e.ID) != "null" }
-
-// accept passes a line on to the SDK, or answers it with an error.
+// accept passes a line on to the SDK, or answers it with an error. The
+// SDK's own decoder judges it (it reads keys case-sensitively, and the
+// error objects of answers strictly), so what passes is what the SDK takes.
 func (in *stdioIn) accept(line []byte) {
 	if d := depth(line); d > maxDepth {
 		in.out.fail(nil, codeParseError, fmt.Sprintf("the message nests %d levels deep; at most %d are read", d, maxDepth))
 		return
 	}
-	var v json.RawMessage
-	if err := json.Unmarshal(line, &v); err != nil {
+	if !json.Valid(line) {
+		var v json.RawMessage
+		err := json.Unmarshal(line, &v)
 		in.out.fail(nil, codeParseError, "not one JSON value: "+err.Error())
 		return
 	}
-	var msgs []json.RawMessage
 	switch line[0] {
 	case '{':
-		msgs = []json.RawMessage{line}
 	case '[':
-		if p := in.out.negotiated(); p >= "2025-06-18" {
-			in.out.fail(nil, codeInvalidRequest, "a batch: protocol version "+p+" has none; send one message a line")
-			return
-		}
-		if json.Unmarshal(line, &msgs) != nil || len(msgs) == 0 {
-			in.out.fail(nil, codeInvalidRequest, "an empty batch, or a batch of something other than messages")
-			return
-		}
+		// The SDK (v1.8.0) ends the session for a batch of two
+		// notifications and loses the answer in a batch with one; batches
+		// are gone from the protocol since 2025-06-18.
+		in.out.fail(nil, codeInvalidRequest, "a batch: this server takes one message a line")
+		return
 	default:
 		in.out.fail(nil, codeInvalidRequest, "a JSON-RPC message is an object; this is "+kindOf(line[0]))
 		return
 	}
-	var ids []string
-	for _, m := range msgs {
-		id, raw, problem := check(m)
-		if problem == "" && id != "" && !in.a.request(id) {
-			problem = "a request with id " + string(raw) + " is still in flight: give each request an id of its own"
+	rawID := idOf(line)
+	msg, err := jsonrpc.DecodeMessage(line)
+	if err != nil {
+		if len(rawID) > 0 && rawID[0] != '"' && !exactID(rawID) {
+			rawID = nil // an answer must not repeat an id of the wrong type
 		}
-		if problem != "" {
-			for _, id := range ids {
-				in.a.answered(id) // none of the batch goes on
-			}
-			in.out.fail(raw, codeInvalidRequest, problem)
+		in.out.fail(rawID, codeInvalidRequest, "not a JSON-RPC 2.0 message: "+err.Error())
+		return
+	}
+	if req, ok := msg.(*jsonrpc.Request); ok && req.ID.IsValid() {
+		if !exactID(rawID) {
+			in.out.fail(rawID, codeInvalidRequest, "the id "+string(rawID)+" must be a string or a whole number of at most 2^53 (the SDK rounds others, and they collide)")
 			return
 		}
-		if id != "" {
-			ids = append(ids, id)
+		if !in.a.request(canonical(req.ID.Raw())) {
+			in.out.fail(rawID, codeInvalidRequest, "a request with id "+string(rawID)+" is still in flight: give each request an id of its own")
+			return
 		}
 	}
 	in.ready = append(line, '\n')
 }
 
-// check reads one message: a request's canonical id (empty for a
-// notification or a response), its raw id for an error's answer, and what
-// is wrong with it, if anything.
-func check(m json.RawMessage) (id string, raw json.RawMessage, problem string) {
-	var e envelope
-	if err := json.Unmarshal(m, &e); err != nil {
-		return "", nil, "not a JSON-RPC message: " + err.Error()
+// idOf is a message's "id" as written, read as the SDK reads it (keys
+// case-sensitively); nil when there is none.
+func idOf(line []byte) json.RawMessage {
+	var m struct {
+		ID jsontext.Value `json:"id"`
 	}
-	if e.hasID() {
-		var ok bool
-		if id, ok = canonicalID(e.ID); !ok {
-			return "", nil, "the id " + string(e.ID) + " is neither a string nor a number"
-		}
-		raw = e.ID
+	if jsonv2.Unmarshal(line, &m, jsonv2.RejectUnknownMembers(false)) != nil || len(m.ID) == 0 {
+		return nil
 	}
-	switch {
-	case e.JSONRPC == nil || *e.JSONRPC != "2.0":
-		return "", raw, `"jsonrpc" must be "2.0"`
-	case e.Method != nil:
-		if *e.Method == "" {
-			return "", raw, `"method" is empty`
-		}
-		return id, raw, "" // a request, or a notification (no id)
-	case !e.hasID():
-		return "", nil, `neither a request ("method") nor an answer ("id" with "result" or "error")`
-	case e.Result == nil && e.Error == nil:
-		return "", raw, `an answer needs "result" or "error"`
+	return json.RawMessage(m.ID)
+}
+
+// exactID: a string, or a number the SDK keeps exactly (a whole number of
+// magnitude at most 2^53).
+func exactID(raw json.RawMessage) bool {
+	if len(raw) == 0 || raw[0] == '"' {
+		return true
 	}
-	return "", raw, "" // the client's answer to a request of the server's
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	return err == nil && n <= 1<<53 && n >= -(1<<53)
+}
+
+// canonical is an id as the SDK holds it (int64 or string), as a key.
+func canonical(raw any) string {
+	switch v := raw.(type) {
+	case int64:
+		return "n" + strconv.FormatInt(v, 10)
+	case string:
+		return "s" + v
+	}
+	return fmt.Sprintf("?%v", raw)
 }
 
 func kindOf(first byte) string {
@@ -224,65 +234,39 @@ func depth(line []byte) int {
 }
 
 // stdioOut is the server's output: the SDK's messages and the filter's
-// answers, one whole message a write. It notes each answer written, and the
-// protocol version the session settled on.
+// answers, one whole message a write. It notes each answer as it is
+// written (before, so that a client answered at once never sees its id
+// still in flight).
 type stdioOut struct {
-	mu       sync.Mutex
-	w        io.Writer
-	a        *answers
-	protocol string
+	mu sync.Mutex
+	w  io.Writer
+	a  *answers
 }
 
-// Write is the SDK's: one message, or one batch, with its newline.
+// Write is the SDK's: one message with its newline.
 func (o *stdioOut) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	n, err := o.w.Write(p)
-	o.mu.Unlock()
-	if err != nil {
-		return n, err
-	}
 	for _, line := range bytes.Split(p, []byte{'\n'}) {
 		o.note(bytes.TrimSpace(line))
 	}
-	return n, nil
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.w.Write(p)
 }
 
 func (*stdioOut) Close() error { return nil }
 
-// note reads an answer's id, and the initialize answer's protocol version.
+// note reads the id of an answer.
 func (o *stdioOut) note(line []byte) {
-	if len(line) == 0 {
+	if len(line) == 0 || line[0] != '{' {
 		return
 	}
-	msgs := []json.RawMessage{line}
-	if line[0] == '[' && json.Unmarshal(line, &msgs) != nil {
+	var e envelope
+	if json.Unmarshal(line, &e) != nil || e.Method != nil {
 		return
 	}
-	for _, m := range msgs {
-		var e envelope
-		if json.Unmarshal(m, &e) != nil || e.Method != nil {
-			continue
-		}
-		if id, ok := canonicalID(e.ID); ok {
-			o.a.answered(id)
-		}
-		if bytes.Contains(e.Result, []byte(`"protocolVersion"`)) {
-			var r struct {
-				ProtocolVersion string `json:"protocolVersion"`
-			}
-			if json.Unmarshal(e.Result, &r) == nil && r.ProtocolVersion != "" {
-				o.mu.Lock()
-				o.protocol = r.ProtocolVersion
-				o.mu.Unlock()
-			}
-		}
+	if id, ok := canonicalID(e.ID); ok {
+		o.a.answered(id)
 	}
-}
-
-func (o *stdioOut) negotiated() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.protocol
 }
 
 // fail answers a line the filter did not pass on.

@@ -105,17 +105,23 @@ func TestStdioBadLinesAreAnsweredAndTheSessionGoesOn(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1,"method":"ping"} {"jsonrpc":"2.0","id":2,"method":"ping"}`, codeParseError, "not one JSON value"},
 		{"\ufeff" + `{"jsonrpc":"2.0","id":1,"method":"ping"}`, codeParseError, "not one JSON value"},
 		{"[]", codeInvalidRequest, "a batch"},
-		{`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, codeInvalidRequest, "protocol version 2025-06-18 has none"},
+		{`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, codeInvalidRequest, "a batch: this server takes one message a line"},
+		{`[{"jsonrpc":"2.0","method":"notifications/a"},{"jsonrpc":"2.0","method":"notifications/b"}]`, codeInvalidRequest, "a batch"},
 		{"null", codeInvalidRequest, "this is null"},
 		{"42", codeInvalidRequest, "this is a number"},
 		{`"str"`, codeInvalidRequest, "this is a string"},
-		{"{}", codeInvalidRequest, `"jsonrpc" must be "2.0"`},
-		{`{"jsonrpc":"2.0"}`, codeInvalidRequest, "neither a request"},
-		{`{"id":6,"method":"ping"}`, codeInvalidRequest, `"jsonrpc" must be "2.0"`},
-		{`{"jsonrpc":"1.0","id":6,"method":"ping"}`, codeInvalidRequest, `"jsonrpc" must be "2.0"`},
-		{`{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`, codeInvalidRequest, "neither a string nor a number"},
-		{`{"jsonrpc":"2.0","id":true,"method":"ping"}`, codeInvalidRequest, "neither a string nor a number"},
-		{`{"jsonrpc":"2.0","id":9}`, codeInvalidRequest, `needs "result" or "error"`},
+		{"{}", codeInvalidRequest, `version tag ""`},
+		{`{"jsonrpc":"2.0"}`, codeInvalidRequest, "not a JSON-RPC 2.0 message"},
+		{`{"id":6,"method":"ping"}`, codeInvalidRequest, `version tag ""`},
+		{`{"jsonrpc":"1.0","id":6,"method":"ping"}`, codeInvalidRequest, `version tag "1.0"`},
+		{`{"JSONRPC":"2.0","id":1,"method":"ping"}`, codeInvalidRequest, `version tag ""`},
+		{`{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`, codeInvalidRequest, "invalid ID type"},
+		{`{"jsonrpc":"2.0","id":true,"method":"ping"}`, codeInvalidRequest, "invalid ID type"},
+		{`{"jsonrpc":"2.0","id":{},"ID":1,"method":"ping"}`, codeInvalidRequest, "invalid ID type"},
+		{`{"jsonrpc":"2.0","id":9,"error":"x"}`, codeInvalidRequest, "not a JSON-RPC 2.0 message"},
+		{`{"jsonrpc":"2.0","id":9,"error":{"code":1.5}}`, codeInvalidRequest, "not a JSON-RPC 2.0 message"},
+		{`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, codeInvalidRequest, "must be a string or a whole number"},
+		{`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, codeInvalidRequest, "must be a string or a whole number"},
 		{deep, codeParseError, "nests 1001 levels deep"},
 		{`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"` + strings.Repeat("x", 5000) + `"}}`, codeInvalidRequest, "more than 4096 bytes (mcp.maxRequestBytes)"},
 	} {
@@ -132,8 +138,7 @@ func TestStdioBadLinesAreAnsweredAndTheSessionGoesOn(t *testing.T) {
 }
 
 // A request reusing the id of one still in flight is refused, not dropped;
-// ids are tracked as the SDK answers them (1.5 is answered as 1), so none
-// is left pending.
+// ids are tracked as the SDK answers them, so none is left pending.
 func TestStdioIDs(t *testing.T) {
 	r := newRawStdio(t)
 	gate, open := testkit.Gate(t)
@@ -153,9 +158,10 @@ func TestStdioIDs(t *testing.T) {
 	if a := r.next(); a["id"] != float64(7) || !strings.Contains(fmt.Sprint(a["result"]), "got-x") {
 		t.Fatalf("the first request with id 7: %v", a)
 	}
-	r.send(`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`)
+	r.send(`{"jsonrpc":"2.0","id":1e3,"method":"ping"}`)
 	r.send(`{"jsonrpc":"2.0","id":"\u0061","method":"ping"}`)
-	for range 2 {
+	r.send(`{"jsonrpc":"2.0","id":-0,"method":"ping"}`)
+	for range 3 {
 		r.next()
 	}
 	testkit.Eventually(t, "no request is left pending", func() (bool, string) {
@@ -171,7 +177,10 @@ func TestStdioIDs(t *testing.T) {
 func TestStdioAnswersComeBeforeTheEndOfInput(t *testing.T) {
 	r := newRawStdio(t)
 	r.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo hi"}}}`)
-	r.send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	// The last line without its newline.
+	if _, err := io.WriteString(r.in, `{"jsonrpc":"2.0","id":2,"method":"ping"}`); err != nil {
+		t.Fatal(err)
+	}
 	r.in.Close()
 	got := map[float64]bool{}
 	for range 2 {
@@ -189,5 +198,16 @@ func TestStdioAnswersComeBeforeTheEndOfInput(t *testing.T) {
 		}
 	case <-time.After(testkit.Timeout):
 		t.Fatal("serve did not end with its input")
+	}
+}
+
+// An id may be used again as soon as its answer is read.
+func TestStdioAnIDIsFreeOnceAnswered(t *testing.T) {
+	r := newRawStdio(t)
+	for i := range 500 {
+		r.send(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		if a := r.next(); a["result"] == nil {
+			t.Fatalf("ping %d: %v", i, a)
+		}
 	}
 }

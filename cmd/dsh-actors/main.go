@@ -518,7 +518,7 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}()
 		fmt.Fprintf(stderr, "dsh-actors: stopping: calls in flight may finish within --grace %v (signal again to cancel them now)\n", *grace)
 		if s.Drain(drain) != nil {
-			fmt.Fprintf(stderr, "dsh-actors: calls still running after --grace %v are cancelled\n", *grace)
+			fmt.Fprintln(stderr, "dsh-actors: the calls still running are cancelled")
 		}
 		stopServing()
 	}()
