@@ -211,3 +211,27 @@ func TestStdioAnIDIsFreeOnceAnswered(t *testing.T) {
 		}
 	}
 }
+
+// A client that stops reading the server's output cannot keep the server:
+// once its input ends, serving gives up on it.
+func TestStdioAClientThatStopsReadingIsLetGo(t *testing.T) {
+	h := hosttest.Start(t, nil, host.Options{})
+	s := New(h, nil)
+	defer s.Close()
+	inR, inW := io.Pipe()
+	_, outW := io.Pipe() // nobody reads it: every write blocks
+	done := make(chan error, 1)
+	go func() { done <- s.ServeStdio(context.Background(), inR, outW) }()
+	// initialize's answer is the first write that blocks.
+	io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`+"\n")
+	inW.Close()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "stopped reading") {
+			t.Fatalf("serving ended with %v", err)
+		}
+	case <-time.After(testkit.Timeout):
+		t.Fatal("a client that stopped reading kept the server")
+	}
+	outW.Close() // lets the blocked write go, so no goroutine is left
+}
