@@ -4,9 +4,27 @@
 // server's instructions. Each MCP session is one agent; when the session
 // ends, its agent is stopped and every process it started is gone.
 //
+// Transports: ServeStdio (one session on a reader and a writer) and Handler
+// (streamable HTTP, many sessions). Around the SDK it adds what a server
+// of agents' shells needs and the SDK (v1.8.0) does not do:
+//   - a shutdown that loses no answer: Drain refuses new calls, lets those
+//     in flight finish until its context ends, cancels the rest, and waits
+//     until every answer is written; only then may the sessions close (the
+//     SDK writes nothing once a session starts to close);
+//   - a session ended by its client (DELETE) stops its calls first, since
+//     the SDK's close waits for them however long they run;
+//   - over stdio, a filter answers the lines the SDK would end the session
+//     for (stdio.go);
+//   - bounds: mcp.maxSessions, mcp.maxRequestBytes, a bearer token,
+//     loopback-only host names;
+//   - the pre-step listeners' context, once per turn, turns being runs of
+//     calls between pauses (mcp.turnIdleMs).
+//
 // # Goroutines
 //
 // One per session, started at its first request, that waits for the
-// session's end and stops its agent. Close ends the sessions still open and
-// waits for them.
+// session's end and stops its agent. ServeStdio runs one that waits for its
+// session. Close cancels the calls in flight, ends the sessions still open
+// and waits for them, for at most closeWait: a session whose client stopped
+// reading cannot close, and is left to the host's stop.
 package mcpserve
