@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -149,8 +150,18 @@ func (in *stdioIn) accept(line []byte) {
 		return
 	}
 	if req, ok := msg.(*jsonrpc.Request); ok && req.ID.IsValid() {
+		if req.Method == "subscriptions/listen" {
+			// Open until the client or the server ends it, and answered
+			// then: not an answer a shutdown waits for.
+			in.ready = append(line, '\n')
+			return
+		}
 		if !exactID(rawID) {
-			in.out.fail(rawID, codeInvalidRequest, "the id "+string(rawID)+" must be a string or a whole number of at most 2^53 (the SDK rounds others, and they collide)")
+			shown := string(rawID)
+			if shown == "" {
+				shown = "(unreadable)"
+			}
+			in.out.fail(rawID, codeInvalidRequest, "the id "+shown+" must be a string or a whole number of at most 2^53 (the SDK rounds others, and they collide)")
 			return
 		}
 		if !in.a.request(canonical(req.ID.Raw())) {
@@ -167,20 +178,26 @@ func idOf(line []byte) json.RawMessage {
 	var m struct {
 		ID jsontext.Value `json:"id"`
 	}
-	if jsonv2.Unmarshal(line, &m, jsonv2.RejectUnknownMembers(false)) != nil || len(m.ID) == 0 {
+	// As lenient as the SDK's decoder: a duplicate name elsewhere, or bad
+	// UTF-8 in a string, must not hide the id.
+	if jsonv2.Unmarshal(line, &m, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)) != nil || len(m.ID) == 0 {
 		return nil
 	}
 	return json.RawMessage(m.ID)
 }
 
 // exactID: a string, or a number the SDK keeps exactly (a whole number of
-// magnitude at most 2^53).
+// magnitude at most 2^53, however written: 100, 1e2, 100.0).
 func exactID(raw json.RawMessage) bool {
-	if len(raw) == 0 || raw[0] == '"' {
+	if len(raw) > 0 && raw[0] == '"' {
 		return true
 	}
-	n, err := strconv.ParseInt(string(raw), 10, 64)
-	return err == nil && n <= 1<<53 && n >= -(1<<53)
+	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+		return n <= 1<<53 && n >= -(1<<53)
+	}
+	// Written as a float: below 2^53 every whole number is exact.
+	v, err := strconv.ParseFloat(string(raw), 64)
+	return err == nil && v == math.Trunc(v) && math.Abs(v) < 1<<53
 }
 
 // canonical is an id as the SDK holds it (int64 or string), as a key.

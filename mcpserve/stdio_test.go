@@ -122,6 +122,9 @@ func TestStdioBadLinesAreAnsweredAndTheSessionGoesOn(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":9,"error":{"code":1.5}}`, codeInvalidRequest, "not a JSON-RPC 2.0 message"},
 		{`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, codeInvalidRequest, "must be a string or a whole number"},
 		{`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, codeInvalidRequest, "must be a string or a whole number"},
+		{`{"jsonrpc":"2.0","id":1.5,"method":"ping","params":{"a":1,"a":2}}`, codeInvalidRequest, "the id 1.5 must be"},
+		{`{"jsonrpc":"2.0","id":"x","id":1.5,"method":"ping"}`, codeInvalidRequest, "the id 1.5 must be"},
+		{"{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\",\"params\":{\"s\":\"\xff\"}}", codeInvalidRequest, "the id 1.5 must be"},
 		{deep, codeParseError, "nests 1001 levels deep"},
 		{`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"` + strings.Repeat("x", 5000) + `"}}`, codeInvalidRequest, "more than 4096 bytes (mcp.maxRequestBytes)"},
 	} {
@@ -158,12 +161,17 @@ func TestStdioIDs(t *testing.T) {
 	if a := r.next(); a["id"] != float64(7) || !strings.Contains(fmt.Sprint(a["result"]), "got-x") {
 		t.Fatalf("the first request with id 7: %v", a)
 	}
-	r.send(`{"jsonrpc":"2.0","id":1e3,"method":"ping"}`)
-	r.send(`{"jsonrpc":"2.0","id":"\u0061","method":"ping"}`)
-	r.send(`{"jsonrpc":"2.0","id":-0,"method":"ping"}`)
-	for range 3 {
-		r.next()
+	// Whole numbers however written are answered, as the SDK has them.
+	for _, id := range []string{"1e3", "100.0", "-0"} {
+		r.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"ping"}`)
+		if a := r.next(); a["result"] == nil {
+			t.Errorf("ping with id %s: %v", id, a)
+		}
 	}
+	r.send(`{"jsonrpc":"2.0","id":"\u0061","method":"ping"}`)
+	r.next()
+	// A subscription stays open by design: no answer is waited for.
+	r.send(`{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}}`)
 	testkit.Eventually(t, "no request is left pending", func() (bool, string) {
 		r.s.answers.mu.Lock()
 		defer r.s.answers.mu.Unlock()
