@@ -1,8 +1,10 @@
 package mcpserve
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -96,10 +98,12 @@ func canonicalID(raw json.RawMessage) (id string, ok bool) {
 	return "n" + strconv.FormatInt(n, 10), true
 }
 
-// countPosts counts the POSTs being served by next.
+// countPosts counts the POSTs being served by next, but a
+// subscriptions/listen: it stays open until the client or the server ends
+// it, and the SDK answers it when the session closes.
 func (a *answers) countPosts(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
+		if r.Method != http.MethodPost || a.isListen(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -149,3 +153,23 @@ func (a *answers) waitSession(ctx context.Context, id string) error {
 		return ctx.Err()
 	}
 }
+
+// isListen peeks at a POST's body (up to maxPeek bytes; the body is given
+// back whole) for a subscriptions/listen request.
+func (a *answers) isListen(r *http.Request) bool {
+	head, err := io.ReadAll(io.LimitReader(r.Body, maxPeek))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+	if err != nil || !bytes.Contains(head, []byte(`"subscriptions/listen"`)) {
+		return false
+	}
+	var m struct {
+		Method string `json:"method"`
+	}
+	return json.Unmarshal(head, &m) == nil && m.Method == "subscriptions/listen"
+}
+
+// maxPeek: a listen request is small; a larger body is not one.
+const maxPeek = 64 << 10
