@@ -168,6 +168,10 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, tool string
 	return res, nil
 }
 
+// OpenSessions is how many sessions are open (counted against
+// mcp.maxSessions).
+func (s *Server) OpenSessions() int { return int(s.live.Load()) }
+
 // Drain refuses tool calls from now on (they are answered with an error
 // saying the server is shutting down) and waits until the calls in flight
 // are answered. When ctx ends first, it cancels those still running, waits

@@ -409,8 +409,7 @@ func TestSessionsPastTheLimitAreRefused(t *testing.T) {
 		cs.Close()
 	}
 	testkit.Eventually(t, "the sessions opened at once ended", func() (bool, string) {
-		n := len(slices.Collect(s.Sessions()))
-		return n == 0, fmt.Sprint(n)
+		return s.OpenSessions() == 0, fmt.Sprint(s.OpenSessions())
 	})
 	var sessions []*mcp.ClientSession
 	for range 2 {
