@@ -174,12 +174,9 @@ func (s *Server) boundSessions(next http.Handler) http.Handler {
 			http.Error(w, "dsh-actors: the server is shutting down", http.StatusServiceUnavailable)
 			return
 		}
-		// Counted from here to its first request's end, by when the
-		// session is counted live: sessions opened at once cannot all
-		// pass.
-		opening := s.opening.Add(1)
-		defer s.opening.Add(-1)
-		if s.live.Load()+opening > max {
+		// A first look; sessions opened at once are held to the limit
+		// when they initialize (Server.countSession).
+		if s.live.Load() >= max {
 			w.Header().Set("Retry-After", "10")
 			http.Error(w, fmt.Sprintf("dsh-actors: %d sessions are open, the limit (mcp.maxSessions); end one, or raise the limit", max), http.StatusServiceUnavailable)
 			return

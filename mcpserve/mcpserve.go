@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-actors/dsh-actors/host"
@@ -31,9 +32,8 @@ type Server struct {
 	prefix string
 	// agents maps live sessions to their agents' ids.
 	agents sync.Map // *mcp.ServerSession -> *session
-	// live counts the sessions being watched (open); opening, the requests
-	// that may open one, being served.
-	live, opening atomic.Int64
+	// live counts the sessions that initialized and have not ended.
+	live atomic.Int64
 	// byID maps the ids of live HTTP sessions to their entries.
 	byID  sync.Map // string -> *session
 	calls drainer
@@ -58,8 +58,15 @@ func New(h *host.Host, log *slog.Logger) *Server {
 	// that stops the session's agent when the session ends.
 	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
-				s.watch(ss)
+			// A client's server/discover may come on a session of its own
+			// that ends at once (the Go SDK's client does this before it
+			// initializes): not one to count or give an agent.
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && method != "server/discover" {
+				e := s.watch(ss)
+				if method == "initialize" && !s.countSession(e) {
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+						"dsh-actors: %d sessions are open, the limit (mcp.maxSessions); end one, or raise the limit", s.h.Config().MCP.MaxSessions)}
+				}
 			}
 			return next(ctx, method, req)
 		}
@@ -82,6 +89,8 @@ type session struct {
 	turns sync.Mutex
 	turn  uint32
 	last  time.Time
+	// counted: the session initialized, and counts against mcp.maxSessions.
+	counted atomic.Bool
 	// calls are the session's calls in flight: ending the session over
 	// HTTP (DELETE) cancels them, since the SDK's close of a session waits
 	// for them however long they run.
@@ -101,18 +110,18 @@ func (s *Server) agentOf(ss *mcp.ServerSession) string { return s.sessionOf(ss).
 
 // watch stops the session's agent, and every process it started, when the
 // session ends (closed, or timed out).
-func (s *Server) watch(ss *mcp.ServerSession) {
+func (s *Server) watch(ss *mcp.ServerSession) *session {
 	e := s.sessionOf(ss)
 	e.once.Do(func() {
-		s.h.Metrics().SessionStarted()
-		s.live.Add(1)
 		if id := ss.ID(); id != "" {
 			s.byID.Store(id, e)
 		}
 		s.wg.Go(func() {
 			_ = ss.Wait()
-			s.h.Metrics().SessionEnded()
-			s.live.Add(-1)
+			if e.counted.Load() {
+				s.h.Metrics().SessionEnded()
+				s.live.Add(-1)
+			}
 			s.agents.Delete(ss)
 			if id := ss.ID(); id != "" {
 				s.byID.CompareAndDelete(id, e)
@@ -124,6 +133,22 @@ func (s *Server) watch(ss *mcp.ServerSession) {
 			}
 		})
 	})
+	return e
+}
+
+// countSession counts a session that initializes against mcp.maxSessions;
+// false when it is one too many.
+func (s *Server) countSession(e *session) bool {
+	if !e.counted.CompareAndSwap(false, true) {
+		return true // initialized before: the SDK answers that
+	}
+	if s.live.Add(1) > int64(s.h.Config().MCP.MaxSessions) {
+		s.live.Add(-1)
+		e.counted.Store(false)
+		return false
+	}
+	s.h.Metrics().SessionStarted()
+	return true
 }
 
 func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, tool string) (*mcp.CallToolResult, error) {
