@@ -398,7 +398,7 @@ scenario('terminal-bash', async (open) => {
   const s = await open();
   const o = await s.ok('terminal_open', { env: { E2E_TERM: 'from-env' } });
   const id = o.data.terminal_id;
-  check(o.data.ready_reason === 'prompt', `terminal_open bash: ready_reason ${show(o.data.ready_reason)}, want prompt`);
+  check(o.data.ready_reason === 'prompt', `terminal_open bash: ready_reason ${show(o.data.ready_reason)}, want prompt; its text: ${show(o.text)}; data ${show(o.data)}`);
   const r = await s.ok('terminal_send', { terminal_id: id, text: 'echo "$E2E_TERM $((6*7))"', keys: ['Enter'], wait_ms: 10000 });
   check(r.text.includes('from-env 42'), `echo in a bash terminal: ${show(r.text)}`);
   check(r.data.ready_reason === 'prompt', `terminal_send bash: ready_reason ${show(r.data.ready_reason)}: ${show(r.text)}`);
