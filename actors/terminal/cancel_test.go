@@ -80,7 +80,13 @@ func TestCancelledCallsHoldNothing(t *testing.T) {
 		t.Fatalf("%+v", bg)
 	}
 	testkit.Eventually(t, "the task's command running", running(sleep(3)))
-	f.call("task_output", fmt.Sprintf(`{"task_id":%q}`, task)) // collect the echo of the line
+	// Collect the echo of the line (it may come late under load): then the
+	// task prints nothing more, and the next task_output must wait.
+	var echoed strings.Builder
+	testkit.Eventually(t, "the echo of the task's line collected", func() (bool, string) {
+		echoed.WriteString(f.call("task_output", fmt.Sprintf(`{"task_id":%q,"wait_ms":0}`, task)).text)
+		return strings.Contains(echoed.String(), sleep(3)), echoed.String()
+	})
 	f.cancelWhen("task_output", fmt.Sprintf(`{"task_id":%q,"wait_ms":60000}`, task), func() (bool, string) { return true, "" })
 	if k := f.call("task_kill", fmt.Sprintf(`{"task_id":%q}`, task)); k.isErr || k.data["running"] != false {
 		t.Fatalf("kill after a cancelled task_output: %+v", k)

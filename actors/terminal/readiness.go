@@ -220,6 +220,14 @@ func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 	verdict, w := a.wait.Probe(p)
 	switch verdict {
 	case waitproof.Waiting:
+		if a.promptIdle {
+			// The shell's prompt marker came, and now it is proven
+			// reading: that is the prompt, however the two looks were
+			// ordered.
+			a.promptCheck, a.promptSeen = nil, true
+			a.resolveAll(ctx, Readiness{Reason: ReadyPrompt})
+			return
+		}
 		who := "the program"
 		if w.Comm != "" {
 			who = fmt.Sprintf("%s (pid %d)", w.Comm, w.PID)
