@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
@@ -20,8 +19,6 @@ type replyBox struct {
 	pid    *actor.PID
 	ch     chan any
 }
-
-var replySeq atomic.Uint64
 
 func newReplyBox(system *actor.ActorSystem) *replyBox {
 	r := &replyBox{system: system, ch: make(chan any, 1)}

@@ -106,8 +106,6 @@ func (s *Server) sessionOf(ss *mcp.ServerSession) *session {
 	return e.(*session)
 }
 
-func (s *Server) agentOf(ss *mcp.ServerSession) string { return s.sessionOf(ss).agent }
-
 // watch stops the session's agent, and every process it started, when the
 // session ends (closed, or timed out).
 func (s *Server) watch(ss *mcp.ServerSession) *session {
