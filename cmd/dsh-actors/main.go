@@ -611,7 +611,6 @@ func listen(what, addr, path string, mux *http.ServeMux, stderr io.Writer) (stop
 	}, errc, nil
 }
 
-
 func cmdTools(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("tools", "[--config FILE]", "Print every tool (name, description, input schema) and the guidance text for the model, as one JSON object.", stdout)
 	configPath := fs.String("config", "", "YAML configuration `file` (default: built-in defaults)")
