@@ -93,6 +93,14 @@ func (s *Server) cancelOnDelete(next http.Handler) http.Handler {
 			// The SDK refused to end the session (a bad header): it lives
 			// on, and takes calls again.
 			e.(*session).calls.reopen()
+			return
+		}
+		// Answered once the agent and its processes are gone: what they
+		// held (limits.agents among them) is free when the client hears.
+		select {
+		case <-e.(*session).stopped:
+		case <-time.After(5 * time.Second):
+		case <-r.Context().Done():
 		}
 	})
 }

@@ -89,6 +89,9 @@ type session struct {
 	turns sync.Mutex
 	turn  uint32
 	last  time.Time
+	// stopped is closed once the session's agent is stopped, with every
+	// process it started.
+	stopped chan struct{}
 	// counted: the session initialized, and counts against mcp.maxSessions.
 	counted atomic.Bool
 	// calls are the session's calls in flight: ending the session over
@@ -102,7 +105,7 @@ func (s *Server) sessionOf(ss *mcp.ServerSession) *session {
 	if e, ok := s.agents.Load(ss); ok {
 		return e.(*session)
 	}
-	e, _ := s.agents.LoadOrStore(ss, &session{agent: fmt.Sprintf("%s-%d", s.prefix, s.next.Add(1))})
+	e, _ := s.agents.LoadOrStore(ss, &session{agent: fmt.Sprintf("%s-%d", s.prefix, s.next.Add(1)), stopped: make(chan struct{})})
 	return e.(*session)
 }
 
@@ -129,6 +132,7 @@ func (s *Server) watch(ss *mcp.ServerSession) *session {
 			if err := s.h.StopAgent(ctx, e.agent); err != nil && !errors.Is(err, host.ErrStopped) {
 				s.log.Warn("mcpserve: stopping the agent of an ended session", "agent", e.agent, "err", err)
 			}
+			close(e.stopped)
 		})
 	})
 	return e

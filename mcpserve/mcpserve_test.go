@@ -462,3 +462,27 @@ func overHTTP(t *testing.T, s *mcpserve.Server) (*httptest.Server, *mcp.ClientSe
 	t.Cleanup(func() { cs.Close() })
 	return srv, cs
 }
+
+// A DELETE is answered once the session's agent is stopped and every
+// process it started is gone, a job deaf to SIGHUP and SIGTERM included:
+// when the client hears, nothing of the session is left.
+func TestADeleteIsAnsweredOnceTheAgentIsGone(t *testing.T) {
+	h := hosttest.Start(t, nil, host.Options{})
+	srv, a := overHTTP(t, mcpserve.New(h, nil))
+	if got, isErr := text(t, a, "bash", map[string]any{"command": "(trap '' HUP TERM INT; exec sleep 4730.5) &"}); isErr {
+		t.Fatal(got)
+	}
+	testkit.Eventually(t, "the job running", func() (bool, string) {
+		return len(testkit.CommandsRunning("sleep 4730.5")) == 1, "not yet"
+	})
+	req, _ := http.NewRequest(http.MethodDelete, srv.URL, nil)
+	req.Header.Set("Mcp-Session-Id", a.ID())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if left := testkit.CommandsRunning("sleep 4730.5"); len(left) > 0 || len(h.Agents()) > 0 {
+		t.Fatalf("when the DELETE was answered: processes %v, agents %v", left, h.Agents())
+	}
+}
