@@ -160,14 +160,22 @@ func checkAccounting(t *testing.T, results []string, lines, calls int) {
 		}
 	}
 	want += len("end\n")
+	jobSeen := false
 	for _, l := range strings.Split(text, "\n") {
 		if lineJob.MatchString(l) {
 			want += len(l) + 1
+			jobSeen = true
 		}
 	}
 	got := len(text)
 	for _, g := range gaps {
 		got += g.n
+	}
+	if !jobSeen && got-want >= len("[1] 1\n") && got-want <= len("[1] 4194304\n") {
+		// bash's "[1] PID" line fell in a gap: its length is the PID's
+		// (small in a PID namespace), which the gap counts but the text
+		// cannot show.
+		want = got
 	}
 	if got != want {
 		if d := os.Getenv("ACCOUNTING_DUMP"); d != "" {

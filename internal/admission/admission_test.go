@@ -2,6 +2,7 @@ package admission
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -198,6 +199,9 @@ func TestSlotsAreNeverOverbookedNorLost(t *testing.T) {
 		if n > most.Load() {
 			most.Store(n)
 		}
+		// Hold the slot across a yield, so that others run meanwhile
+		// even on a loaded machine (else the test may not contend).
+		runtime.Gosched()
 	}
 	var wg sync.WaitGroup
 	for range workers {
