@@ -23,20 +23,19 @@ type answers struct {
 	mu      sync.Mutex
 	pending map[string]bool // canonical ids of requests not answered yet
 	posts   int
-	idle    chan struct{} // closed when nothing is pending
+	idle    idleSignal // nothing is pending
 	// sessionPosts counts the POSTs being served by session id;
 	// sessionIdle are closed when a session's count drops to 0.
 	sessionPosts map[string]int
-	sessionIdle  map[string]chan struct{}
+	sessionIdle  map[string]*idleSignal
 }
 
 func (a *answers) change(f func()) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	f()
-	if len(a.pending) == 0 && a.posts == 0 && a.idle != nil {
-		close(a.idle)
-		a.idle = nil
+	if len(a.pending) == 0 && a.posts == 0 {
+		a.idle.reached()
 	}
 }
 
@@ -47,17 +46,9 @@ func (a *answers) wait(ctx context.Context) error {
 		a.mu.Unlock()
 		return nil
 	}
-	if a.idle == nil {
-		a.idle = make(chan struct{})
-	}
-	idle := a.idle
+	idle := a.idle.waiting()
 	a.mu.Unlock()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return waitIdle(ctx, idle)
 }
 
 // request notes a request with canonical id; false when one with that id
@@ -119,8 +110,8 @@ func (a *answers) countPosts(next http.Handler) http.Handler {
 			a.posts--
 			if a.sessionPosts[id]--; a.sessionPosts[id] <= 0 {
 				delete(a.sessionPosts, id)
-				if ch, ok := a.sessionIdle[id]; ok {
-					close(ch)
+				if i, ok := a.sessionIdle[id]; ok {
+					i.reached()
 					delete(a.sessionIdle, id)
 				}
 			}
@@ -138,20 +129,16 @@ func (a *answers) waitSession(ctx context.Context, id string) error {
 		return nil
 	}
 	if a.sessionIdle == nil {
-		a.sessionIdle = map[string]chan struct{}{}
+		a.sessionIdle = map[string]*idleSignal{}
 	}
-	ch, ok := a.sessionIdle[id]
+	i, ok := a.sessionIdle[id]
 	if !ok {
-		ch = make(chan struct{})
-		a.sessionIdle[id] = ch
+		i = &idleSignal{}
+		a.sessionIdle[id] = i
 	}
+	idle := i.waiting()
 	a.mu.Unlock()
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return waitIdle(ctx, idle)
 }
 
 // isListen peeks at a POST's body (up to maxPeek bytes; the body is given

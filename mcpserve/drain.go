@@ -15,7 +15,7 @@ type drainer struct {
 	next     uint64
 	inFlight map[uint64]context.CancelCauseFunc
 	draining bool
-	idle     chan struct{} // closed when the last call leaves while draining
+	idle     idleSignal // the last call left
 }
 
 // enter counts a call in and gives it a context that cancelAll cancels;
@@ -38,9 +38,8 @@ func (d *drainer) enter(ctx context.Context) (callCtx context.Context, leave fun
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		delete(d.inFlight, id)
-		if len(d.inFlight) == 0 && d.idle != nil {
-			close(d.idle)
-			d.idle = nil
+		if len(d.inFlight) == 0 {
+			d.idle.reached()
 		}
 	}, true
 }
@@ -54,17 +53,9 @@ func (d *drainer) drain(ctx context.Context) error {
 		d.mu.Unlock()
 		return nil
 	}
-	if d.idle == nil {
-		d.idle = make(chan struct{})
-	}
-	idle := d.idle
+	idle := d.idle.waiting()
 	d.mu.Unlock()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return waitIdle(ctx, idle)
 }
 
 // cancelAll refuses new calls and cancels those in flight with cause: each
@@ -97,4 +88,36 @@ func (d *drainer) isDraining() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.draining
+}
+
+// idleSignal tells waiters that a count its owner keeps has dropped to
+// zero. The owner's mutex guards it; the zero value is ready.
+type idleSignal struct{ ch chan struct{} }
+
+// waiting is the channel reached closes; call it with the owner's lock
+// held, when the count is not zero.
+func (i *idleSignal) waiting() <-chan struct{} {
+	if i.ch == nil {
+		i.ch = make(chan struct{})
+	}
+	return i.ch
+}
+
+// reached wakes the waiters; call it with the owner's lock held, when the
+// count is zero.
+func (i *idleSignal) reached() {
+	if i.ch != nil {
+		close(i.ch)
+		i.ch = nil
+	}
+}
+
+// waitIdle waits for ch to close, or ctx to end (its error is returned).
+func waitIdle(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

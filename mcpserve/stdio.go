@@ -111,7 +111,6 @@ func (in *stdioIn) readLine() (line []byte, tooLong bool, err error) {
 type envelope struct {
 	ID     json.RawMessage `json:"id"`
 	Method *string         `json:"method"`
-	Result json.RawMessage `json:"result"`
 }
 
 // accept passes a line on to the SDK, or answers it with an error. The
@@ -122,54 +121,69 @@ func (in *stdioIn) accept(line []byte) {
 		in.out.fail(nil, codeParseError, fmt.Sprintf("the message nests %d levels deep; at most %d are read", d, maxDepth))
 		return
 	}
+	// One JSON value, as the SDK's stream decoder would read it as more.
 	if !json.Valid(line) {
-		var v json.RawMessage
-		err := json.Unmarshal(line, &v)
-		in.out.fail(nil, codeParseError, "not one JSON value: "+err.Error())
+		in.out.fail(nil, codeParseError, "not one JSON value: "+jsonError(line))
 		return
 	}
-	switch line[0] {
-	case '{':
-	case '[':
-		// The SDK (v1.8.0) ends the session for a batch of two
-		// notifications and loses the answer in a batch with one; batches
-		// are gone from the protocol since 2025-06-18.
-		in.out.fail(nil, codeInvalidRequest, "a batch: this server takes one message a line")
-		return
-	default:
-		in.out.fail(nil, codeInvalidRequest, "a JSON-RPC message is an object; this is "+kindOf(line[0]))
+	if line[0] != '{' {
+		switch {
+		case line[0] == '[':
+			// The SDK (v1.8.0) ends the session for a batch of two
+			// notifications and loses the answer in a batch with one;
+			// batches are gone from the protocol since 2025-06-18.
+			in.out.fail(nil, codeInvalidRequest, "a batch: this server takes one message a line")
+		default:
+			in.out.fail(nil, codeInvalidRequest, "a JSON-RPC message is an object; this is "+kindOf(line[0]))
+		}
 		return
 	}
-	rawID := idOf(line)
+	// The SDK's own decoder judges the line; the rest of the work is for
+	// the lines it refuses, and for requests' ids.
 	msg, err := jsonrpc.DecodeMessage(line)
 	if err != nil {
+		rawID := idOf(line)
 		if len(rawID) > 0 && rawID[0] != '"' && !exactID(rawID) {
 			rawID = nil // an answer must not repeat an id of the wrong type
 		}
 		in.out.fail(rawID, codeInvalidRequest, "not a JSON-RPC 2.0 message: "+err.Error())
 		return
 	}
-	if req, ok := msg.(*jsonrpc.Request); ok && req.ID.IsValid() {
-		if req.Method == "subscriptions/listen" {
-			// Open until the client or the server ends it, and answered
-			// then: not an answer a shutdown waits for.
-			in.ready = append(line, '\n')
-			return
-		}
-		if !exactID(rawID) {
-			shown := string(rawID)
-			if shown == "" {
-				shown = "(unreadable)"
+	req, ok := msg.(*jsonrpc.Request)
+	// A subscriptions/listen is open until the client or the server ends
+	// it, and answered then: not an answer a shutdown waits for.
+	if ok && req.ID.IsValid() && req.Method != "subscriptions/listen" {
+		id := req.ID.Raw()
+		var rawID json.RawMessage
+		if _, isNumber := id.(int64); isNumber {
+			// The SDK truncates a number to an int64: was it one?
+			if rawID = idOf(line); !exactID(rawID) {
+				shown := string(rawID)
+				if shown == "" {
+					shown = "(unreadable)"
+				}
+				in.out.fail(rawID, codeInvalidRequest, "the id "+shown+" must be a string or a whole number of at most 2^53 (the SDK rounds others, and they collide)")
+				return
 			}
-			in.out.fail(rawID, codeInvalidRequest, "the id "+shown+" must be a string or a whole number of at most 2^53 (the SDK rounds others, and they collide)")
-			return
 		}
-		if !in.a.request(canonical(req.ID.Raw())) {
+		if !in.a.request(canonical(id)) {
+			if rawID == nil {
+				rawID = idOf(line)
+			}
 			in.out.fail(rawID, codeInvalidRequest, "a request with id "+string(rawID)+" is still in flight: give each request an id of its own")
 			return
 		}
 	}
 	in.ready = append(line, '\n')
+}
+
+// jsonError says why line is not JSON.
+func jsonError(line []byte) string {
+	var v json.RawMessage
+	if err := json.Unmarshal(line, &v); err != nil {
+		return err.Error()
+	}
+	return "unknown"
 }
 
 // idOf is a message's "id" as written, read as the SDK reads it (keys
