@@ -51,7 +51,11 @@ func sessionOpener(h *Host, given *sessionlog.Log, cfg config.Session) func() (*
 				return nil, err
 			}
 		}
-		l, err := sessionlog.Open(path, sessionlog.Options{OnAppend: h.metrics.Append})
+		var opts sessionlog.Options
+		if h.metrics != nil {
+			opts.OnAppend = h.metrics.Append // else no clock read per append
+		}
+		l, err := sessionlog.Open(path, opts)
 		if errors.Is(err, sessionlog.ErrLocked) {
 			lastErr, failedAt = fmt.Errorf("%w (tried again %v after)", err, reopenAfter), time.Now()
 		}
