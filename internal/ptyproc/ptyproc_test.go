@@ -231,17 +231,21 @@ func TestWindowSize(t *testing.T) {
 		r.closeAndCheckOrder([]byte("24 80\n"))
 	})
 	t.Run("Options and Resize", func(t *testing.T) {
-		// python3 reports every SIGWINCH with the size it then reads.
+		// python3 reports every SIGWINCH with the size it then reads. It
+		// blocks the signal and takes it with sigwait: a Python handler
+		// around time.sleep misses a signal that comes just as the handler
+		// returns (CPython runs handlers only between bytecodes, and the
+		// sleep resumes without looking again), which is exactly when this
+		// test resizes.
 		r := newProc(t).start(ptyproc.Options{Path: testkit.Python3(t), Args: []string{"-c", `
-import os, signal, sys, time
-def winch(*_):
-    s = os.get_terminal_size(0)
-    print("winch %dx%d" % (s.columns, s.lines), flush=True)
-signal.signal(signal.SIGWINCH, winch)
+import os, signal
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGWINCH])
 s = os.get_terminal_size(0)
 print("start %dx%d" % (s.columns, s.lines), flush=True)
 while True:
-    time.sleep(3600)  # not pause(): a signal between print and pause() would be lost
+    signal.sigwait([signal.SIGWINCH])
+    s = os.get_terminal_size(0)
+    print("winch %dx%d" % (s.columns, s.lines), flush=True)
 `}, Cols: 132, Rows: 50})
 		r.waitOutput("start 132x50\n")
 		if err := r.p.Resize(100, 30); err != nil {
