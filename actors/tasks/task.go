@@ -86,9 +86,7 @@ func (t *task) Receive(ctx actor.Context) {
 		// The registry hears first, so a task_output sent right after the
 		// answer finds the task.
 		ctx.Send(t.registry, &status{id: t.id, running: !t.done, started: true, ready: t.ready})
-		data, _ := json.Marshal(map[string]any{"task_id": t.id, "terminal_id": t.start.TerminalID, "running": true})
-		ctx.Send(t.caller, &messages.ToolResult{CallId: t.start.CallID, Tool: terminal.ToolSend, Data: data,
-			Text: fmt.Sprintf("[started in the background as %s on terminal %s; collect its output with task_output, stop it with task_kill]", t.id, t.start.TerminalID)})
+		ctx.Send(t.caller, &messages.ToolResult{CallId: t.start.CallID, Tool: terminal.ToolSend, Data: m.Data, Text: m.Text})
 	case *terminal.Busy:
 		// The registry hears first, so the caller's next send finds the id
 		// given back.

@@ -133,6 +133,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *Release:
 		if a.holder != nil && a.holder.id == m.TaskID {
 			a.dropWaiters(func(w *waiter) bool { return w.kind == waitTask })
+			a.readPos = max(a.readPos, a.holder.sent) // what it was given was the task's
 			a.holder = nil
 		}
 	case *ptyproc.Output:

@@ -121,3 +121,24 @@ func TestTerminalIgnoresTheHostsBashEnv(t *testing.T) {
 		t.Fatalf("%q", r.text)
 	}
 }
+
+// While a background task holds the terminal, what the program prints is
+// the task's: a read that would take it is refused and says where it goes;
+// a page of the history takes nothing and is served.
+func TestAReadDuringATaskIsToldWhereTheOutputGoes(t *testing.T) {
+	f := newFixture(t, nil)
+	id, _ := f.open(`{}`)
+	bg := f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":"sleep 600","keys":["Enter"],"run_in_background":true}`, id))
+	task, _ := bg.data["task_id"].(string)
+	r := f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"wait_ms":0}`, id))
+	if !r.isErr || r.data["busy"] != true || !strings.Contains(r.text, task) || !strings.Contains(r.text, "task_output") {
+		t.Fatalf("a read during the task: %+v", r)
+	}
+	if p := f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"offset":0}`, id)); p.isErr || p.data["output_from"] != 0.0 {
+		t.Fatalf("a page during the task: %+v", p)
+	}
+	f.call("task_kill", fmt.Sprintf(`{"task_id":%q}`, task))
+	if r := f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"wait_ms":0}`, id)); r.isErr {
+		t.Fatalf("a read after the task: %+v", r)
+	}
+}

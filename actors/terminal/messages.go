@@ -78,7 +78,14 @@ type (
 		Subscriber *actor.PID
 	}
 	// Reserved: the task holds the terminal; its output starts at Offset.
-	Reserved struct{ Offset int64 }
+	// Text and Data are the background send's result: the output nobody
+	// had read before the task began (it is not the task's), and the task's
+	// id, together within maxResultBytes.
+	Reserved struct {
+		Offset int64
+		Text   string
+		Data   []byte
+	}
 	// Busy: someone else holds the terminal (a reservation conflict), or
 	// its program has exited.
 	Busy struct {

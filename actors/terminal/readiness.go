@@ -148,9 +148,12 @@ func (a *Actor) answer(ctx actor.Context, w *waiter, r Readiness) {
 	}
 	tool := toolOf(w.kind)
 	end := a.hist.end()
-	raw, from := a.hist.slice(w.from, end)
+	// An unread byte goes to one result: a wait that began before another
+	// result took its bytes starts where that one ended.
+	asked := max(w.from, a.readPos)
+	raw, from := a.hist.slice(asked, end)
 	a.readPos = end
-	p := page{raw: raw, from: from, asked: w.from}
+	p := page{raw: raw, from: from, asked: asked}
 	if w.kind == waitOpen {
 		p.head = []string{fmt.Sprintf("[terminal %s opened: %s]", a.opts.ID, a.command)}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
+	"github.com/dsh-actors/dsh-actors/messages"
 )
 
 // heldSignal is a task_kill SIGINT held back until the terminal's program
@@ -52,6 +53,38 @@ func (a *Actor) busy() string {
 		a.opts.ID, h.since.Format("15:04:05.000"), age)
 }
 
+// readBusy says why an unread read is refused while the reservation is held.
+func (a *Actor) readBusy() string {
+	if h := a.holder; h.task {
+		return fmt.Sprintf("terminal %s is held by background task %s, and what it prints is the task's: read it with task_output (terminal_read with offset pages the history without taking anything)", a.opts.ID, h.id)
+	}
+	return fmt.Sprintf("terminal %s is held by a terminal_send that waits for the program, and its result will carry what the program prints (terminal_read with offset pages the history without taking anything)", a.opts.ID)
+}
+
+// busyResult refuses a call because the reservation is held.
+func (a *Actor) busyResult(callID, tool, text string) *messages.ToolResult {
+	busy := a.errorResult(callID, tool, text)
+	busy.Data, _ = json.Marshal(map[string]any{"terminal_id": a.opts.ID, "running": true, "busy": true})
+	return busy
+}
+
+// yieldReads answers the reads waiting for output before a send or a task
+// takes the terminal: what came before the hold is theirs, what comes after
+// is the holder's.
+func (a *Actor) yieldReads(ctx actor.Context) {
+	var reads []*waiter
+	a.dropWaiters(func(w *waiter) bool {
+		if w.kind == waitRead {
+			reads = append(reads, w)
+			return true
+		}
+		return false
+	})
+	for _, w := range reads {
+		a.answer(ctx, w, Readiness{Reason: ReadyRunning, Detail: "a send took the terminal; its result carries what follows"})
+	}
+}
+
 // cancel withdraws a call (see Cancel).
 func (a *Actor) cancel(ctx actor.Context, callID string) {
 	opening := false
@@ -78,11 +111,10 @@ func (a *Actor) foregroundSend(ctx actor.Context, m *Send) {
 		ctx.Respond(a.exitedResult(m.CallID, ToolSend))
 		return
 	case a.holder != nil:
-		busy := a.errorResult(m.CallID, ToolSend, a.busy())
-		busy.Data, _ = json.Marshal(map[string]any{"terminal_id": a.opts.ID, "running": true, "busy": true})
-		ctx.Respond(busy)
+		ctx.Respond(a.busyResult(m.CallID, ToolSend, a.busy()))
 		return
 	}
+	a.yieldReads(ctx)
 	a.holder = &holder{id: m.CallID, since: time.Now()}
 	a.type_(m.Input)
 	a.addWaiter(ctx, &waiter{kind: waitSend, callID: m.CallID, sender: ctx.Sender(), from: a.readPos}, m.Wait)
@@ -103,11 +135,27 @@ func (a *Actor) reserve(ctx actor.Context, m *Reserve) {
 		ctx.Respond(&Busy{Reason: a.busy()})
 		return
 	}
+	a.yieldReads(ctx)
+	ctx.Respond(a.reserved(m.TaskID))
 	end := a.hist.end()
 	a.holder = &holder{id: m.TaskID, task: true, since: time.Now(), subscriber: m.Subscriber, sent: end}
 	a.type_(m.Input)
-	ctx.Respond(&Reserved{Offset: end})
 	a.addWaiter(ctx, &waiter{kind: waitTask, callID: m.TaskID, from: end}, 0)
+}
+
+// reserved answers a Reserve: what follows is the task's, and what came
+// before and was not read yet goes with the background send's result.
+func (a *Actor) reserved(taskID string) *Reserved {
+	end := a.hist.end()
+	raw, from := a.hist.slice(a.readPos, end)
+	p := page{raw: raw, from: from, asked: a.readPos,
+		tail: []string{fmt.Sprintf("[started in the background as %s on terminal %s; collect its output with task_output, stop it with task_kill]", taskID, a.opts.ID)}}
+	if from < end || from > a.readPos {
+		p.tail = append(p.tail, a.historyLine(from, end))
+	}
+	a.readPos = end
+	data, _ := json.Marshal(map[string]any{"task_id": taskID, "terminal_id": a.opts.ID, "running": true})
+	return &Reserved{Offset: end, Text: p.render(a.opts.Config.MaxResultBytes - len(data)), Data: data}
 }
 
 // interrupt signals the foreground group for task_kill. SIGINT waits until

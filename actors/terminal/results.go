@@ -15,6 +15,12 @@ func (a *Actor) read(ctx actor.Context, m *Read) {
 		a.respondPage(ctx, m)
 		return
 	}
+	if a.holder != nil && a.exit == nil {
+		// What the program prints now is the holder's: a read that took it
+		// too would return the same bytes twice.
+		ctx.Respond(a.busyResult(m.CallID, ToolRead, a.readBusy()))
+		return
+	}
 	w := &waiter{kind: waitRead, callID: m.CallID, sender: ctx.Sender(), from: a.readPos, args: m.Args}
 	wait := a.opts.Config.Wait(m.Args.WaitMs)
 	if a.exit != nil || wait == 0 {

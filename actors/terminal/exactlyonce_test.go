@@ -1,0 +1,118 @@
+package terminal_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dsh-actors/dsh-actors/internal/hosttest"
+)
+
+// Every byte a program prints lands in exactly one result (open, send, read,
+// task_output, close), however the calls race: reads beside each other,
+// beside foreground sends and beside background tasks. A background job of
+// the terminal's shell prints numbered tokens all along; each token must
+// come back once, no more, no less.
+func TestEveryByteLandsInExactlyOneResult(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	f := newFixture(t, nil)
+	id, first := f.open(`{}`)
+
+	var mu sync.Mutex
+	var got strings.Builder
+	keep := func(text string) {
+		mu.Lock()
+		got.WriteString(text)
+		got.WriteByte('\n')
+		mu.Unlock()
+	}
+	keep(first.text)
+	const tokens = 400
+	keep(f.send(id, fmt.Sprintf(`(for i in $(seq 1 %d); do printf '<T%%d>\n' $i; sleep 0.001; done; printf '<T%%s>\n' end) &`, tokens), "Enter").text)
+
+	// call is f.call for goroutines: a failure is reported, not fatal.
+	call := func(tool string, args map[string]any) (result, bool) {
+		b, _ := json.Marshal(args)
+		r, err := f.h.Call(hosttest.Context(t), "a", tool, b)
+		if err != nil {
+			t.Errorf("%s %s: %v", tool, b, err)
+			return result{}, false
+		}
+		res := result{text: r.Text, isErr: r.IsError}
+		_ = json.Unmarshal(r.Data, &res.data)
+		return res, true
+	}
+	// refused is a call turned away because another holds the terminal: it
+	// carries no output.
+	refused := func(r result) bool {
+		return r.isErr && r.data["busy"] == true
+	}
+
+	var wg sync.WaitGroup
+	for g := range 4 {
+		rng := rand.New(rand.NewPCG(seed, uint64(g)))
+		wg.Go(func() {
+			for i := range 25 {
+				switch op := rng.IntN(6); {
+				case op < 3: // a read, waiting a little or not at all
+					r, ok := call("terminal_read", map[string]any{"terminal_id": id, "wait_ms": []int{0, 5, 50}[rng.IntN(3)]})
+					if ok && !refused(r) {
+						keep(r.text)
+					}
+				case op < 5: // a foreground send
+					r, ok := call("terminal_send", map[string]any{"terminal_id": id, "text": fmt.Sprintf("echo s-%d-%d", g, i), "keys": []string{"Enter"}, "wait_ms": 5000})
+					if ok && !refused(r) {
+						keep(r.text)
+					}
+				default: // a background task, collected to its end
+					r, ok := call("terminal_send", map[string]any{"terminal_id": id, "text": fmt.Sprintf("echo b-%d-%d", g, i), "keys": []string{"Enter"}, "run_in_background": true})
+					if !ok || refused(r) {
+						continue
+					}
+					keep(r.text)
+					task, _ := r.data["task_id"].(string)
+					for range 100 {
+						o, ok := call("task_output", map[string]any{"task_id": task, "wait_ms": 2000})
+						if !ok {
+							break
+						}
+						keep(o.text)
+						if o.data["running"] == false {
+							break
+						}
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	// bash's wait returns when the job has printed everything.
+	keep(f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":"wait","keys":["Enter"],"wait_ms":60000}`, id)).text)
+	keep(f.call("terminal_close", fmt.Sprintf(`{"terminal_id":%q}`, id)).text)
+
+	seen := make(map[string]int)
+	for _, m := range regexp.MustCompile(`<T(\d+)>`).FindAllStringSubmatch(got.String(), -1) {
+		seen[m[1]]++
+	}
+	var bad []string
+	for i := 1; i <= tokens; i++ {
+		if n := seen[fmt.Sprint(i)]; n != 1 {
+			bad = append(bad, fmt.Sprintf("<T%d> %d times", i, n))
+		}
+	}
+	if !strings.Contains(got.String(), "<Tend>") {
+		bad = append(bad, "the job's last line never came")
+	}
+	if len(bad) > 0 {
+		t.Fatalf("tokens not returned exactly once: %s\nresults:\n%s", strings.Join(bad, ", "), got.String())
+	}
+}
