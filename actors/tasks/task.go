@@ -25,7 +25,7 @@ type task struct {
 	registry *actor.PID
 	send     func(any)
 
-	offset   int64
+	offset   int64  // the terminal history offset of pending[0]
 	pending  []byte // output not yet returned
 	dropped  int64  // bytes of pending dropped to stay bounded
 	done     bool
@@ -122,6 +122,7 @@ func (t *task) event(ctx actor.Context, m *terminal.TaskEvent) {
 		// Keep the latest output within a bound; say how much was dropped.
 		if over := len(t.pending) - 4*t.cfg.MaxResultBytes; over > 0 {
 			t.dropped += int64(over)
+			t.offset += int64(over)
 			t.pending = append(t.pending[:0], t.pending[over:]...)
 		}
 		for _, w := range t.waiters {
@@ -188,7 +189,7 @@ func (t *task) result(callID, tool, note string) *messages.ToolResult {
 		head = append(head, note)
 	}
 	if t.dropped > 0 {
-		head = append(head, fmt.Sprintf("[%d earlier bytes of this task's output were dropped before they were collected]", t.dropped))
+		head = append(head, fmt.Sprintf("[%d earlier bytes of this task's output were dropped before they were collected; terminal_read on %s with offset %d pages them while its history holds them]", t.dropped, t.start.TerminalID, t.offset-t.dropped))
 	}
 	data := map[string]any{"task_id": t.id, "terminal_id": t.start.TerminalID, "running": !t.done}
 	if t.done {
@@ -206,23 +207,26 @@ func (t *task) result(callID, tool, note string) *messages.ToolResult {
 	}
 	b, _ := json.Marshal(data)
 	// The cap is for text and data together.
-	text := fitTask(head, t.pending, tail, t.cfg.MaxResultBytes-len(b))
+	text := fitTask(head, t.pending, t.offset, t.start.TerminalID, tail, t.cfg.MaxResultBytes-len(b))
+	t.offset += int64(len(t.pending))
 	t.pending, t.dropped = nil, 0
 	return &messages.ToolResult{CallId: callID, Tool: tool, Text: text, Data: b}
 }
 
 // fitTask joins head, output and tail within max bytes, keeping the end of
-// the output.
-func fitTask(head []string, out []byte, tail []string, limit int) string {
+// the output. from is the terminal history offset of out[0], where what
+// is not shown can be paged.
+func fitTask(head []string, out []byte, from int64, terminalID string, tail []string, limit int) string {
 	fixed := 0
 	for _, l := range append(append([]string(nil), head...), tail...) {
 		fixed += len(l) + 1
 	}
 	text := safetext.String(out)
-	if room := limit - fixed - 100; len(text) > room {
-		cut := safetext.Tail(text, max(room, 0))
-		head = append(head, fmt.Sprintf("[%d earlier bytes of this output not shown]", len(text)-len(cut)))
-		text = cut
+	if room := limit - fixed - 160; len(text) > room {
+		shown := safetext.TailFitting(out, max(room, 0))
+		left := len(out) - len(shown)
+		head = append(head, fmt.Sprintf("[%d earlier bytes of this output not shown: terminal_read on %s with offset %d pages them while its history holds them]", left, terminalID, from))
+		text = safetext.String(shown)
 	}
 	var b strings.Builder
 	for _, l := range head {

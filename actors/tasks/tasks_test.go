@@ -23,12 +23,22 @@ func TestMain(m *testing.M) { testkit.Main(m) }
 
 func TestFitTaskKeepsTheEndWithinTheCap(t *testing.T) {
 	out := []byte(strings.Repeat("✓ progress\n", 2000) + "done\n")
-	text := fitTask([]string{"[note]"}, out, []string{"[task-1 finished: prompt]"}, 1024)
+	text := fitTask([]string{"[note]"}, out, 500, "t1", []string{"[task-1 finished: prompt]"}, 1024)
 	if len(text) > 1024 || !utf8.ValidString(text) || !strings.Contains(text, "done\n[task-1 finished: prompt]") ||
-		!strings.HasPrefix(text, "[note]\n[") || !strings.Contains(text, "earlier bytes of this output not shown") {
+		!strings.HasPrefix(text, "[note]\n[") {
 		t.Fatalf("%d bytes:\n%s", len(text), text)
 	}
-	if got := fitTask(nil, []byte("x"), []string{"[t]"}, 1024); got != "x\n[t]" {
+	// The notice says how much is not shown and where to page it: with what
+	// is shown, that is the whole output.
+	var left int
+	lines := strings.SplitN(text, "\n", 3)
+	if _, err := fmt.Sscanf(lines[1], "[%d earlier bytes of this output not shown: terminal_read on t1 with offset 500 pages them", &left); err != nil {
+		t.Fatalf("notice %q: %v", lines[1], err)
+	}
+	if shown := strings.TrimSuffix(lines[2], "[task-1 finished: prompt]"); left+len(shown) != len(out) || !strings.HasSuffix(string(out), shown) {
+		t.Fatalf("%d not shown + %d shown != %d", left, len(shown), len(out))
+	}
+	if got := fitTask(nil, []byte("x"), 0, "t1", []string{"[t]"}, 1024); got != "x\n[t]" {
 		t.Fatalf("%q", got)
 	}
 }

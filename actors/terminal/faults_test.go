@@ -142,3 +142,60 @@ func TestAReadDuringATaskIsToldWhereTheOutputGoes(t *testing.T) {
 		t.Fatalf("a read after the task: %+v", r)
 	}
 }
+
+// No result splits a character: not a page whose offset or limit falls
+// inside one, not a history whose oldest bytes were dropped mid-character,
+// and not a result that comes while a program is halfway through writing
+// one (its first byte waits for the next result).
+func TestResultsNeverSplitACharacter(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) {
+		c.Terminal.MaxResultBytes = 4096
+		c.Terminal.HistoryBytes = 4096
+	})
+	id, _ := f.open(`{}`)
+	want(t, f.send(id, `printf 'a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\n'`, "Enter"), "prompt", "aé€😀")
+	end := int64(f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"wait_ms":0}`, id)).data["output_to"].(float64))
+	for off := int64(0); off < end; off++ {
+		for limit := 1; limit <= 5; limit++ {
+			p := f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"offset":%d,"limit":%d}`, id, off, limit))
+			if strings.Contains(p.text, "\uFFFD") || p.isErr {
+				t.Fatalf("offset %d limit %d split a character:\n%s", off, limit, p.text)
+			}
+			if from, to := p.data["output_from"].(float64), p.data["output_to"].(float64); to <= from || int64(from) > off {
+				t.Fatalf("offset %d limit %d: a page of %v-%v does not move on", off, limit, from, to)
+			}
+		}
+	}
+
+	// A program that writes the first byte of a character and then waits.
+	r := f.send(id, `printf '\xc3'; read -s x; printf '\xa9!\n'`, "Enter")
+	want(t, r, "stdin_read")
+	if strings.Contains(r.text, "\uFFFD") {
+		t.Fatalf("a result ended within a character:\n%s", r.text)
+	}
+	want(t, f.send(id, "", "Enter"), "prompt", "é!\n")
+
+	// The same in a background task's output, which is collected while the
+	// program pauses halfway through the character.
+	bg := f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":"printf '\\xc3'; sleep 0.2; printf '\\xa9?\\n'","keys":["Enter"],"run_in_background":true}`, id))
+	task, _ := bg.data["task_id"].(string)
+	var out strings.Builder
+	for i := 0; i < 50; i++ {
+		o := f.call("task_output", fmt.Sprintf(`{"task_id":%q,"wait_ms":5000}`, task))
+		out.WriteString(o.text)
+		if o.data["running"] == false {
+			break
+		}
+	}
+	if strings.Contains(out.String(), "\uFFFD") || !strings.Contains(out.String(), "é?\n") {
+		t.Fatalf("the task's output split a character:\n%s", out.String())
+	}
+
+	// Fill the history with 3-byte characters, so its oldest bytes are
+	// dropped at any byte.
+	want(t, f.send(id, `for i in $(seq 1 3000); do printf '€'; done; echo`, "Enter"), "prompt")
+	p := f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"offset":0,"limit":300}`, id))
+	if !strings.Contains(p.text, "dropped from the retained history") || strings.Contains(p.text, "\uFFFD") {
+		t.Fatalf("a page from the start of a history that dropped bytes:\n%s", p.text)
+	}
+}

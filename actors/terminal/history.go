@@ -1,5 +1,11 @@
 package terminal
 
+import (
+	"unicode/utf8"
+
+	"github.com/dsh-actors/dsh-actors/internal/safetext"
+)
+
 // history is a terminal's retained output: the last limit bytes, addressed
 // by absolute offsets counted from the terminal's first byte, so that offsets
 // stay valid while the start is dropped. "\r\n" is stored as "\n": the
@@ -67,7 +73,11 @@ func (h *history) first() int64 {
 // really start: later than from when the bytes before were dropped.
 func (h *history) slice(from, to int64) ([]byte, int64) {
 	if f := h.first(); from < f {
+		// The history drops whole batches of bytes, not characters.
 		from = f
+		for i := 0; i < utf8.UTFMax-1 && from < h.end() && !utf8.RuneStart(h.buf[from-h.start]); i++ {
+			from++
+		}
 	}
 	if to > h.end() {
 		to = h.end()
@@ -76,4 +86,28 @@ func (h *history) slice(from, to int64) ([]byte, int64) {
 		return nil, from
 	}
 	return h.buf[from-h.start : to-h.start], from
+}
+
+// settled is the end less the first bytes of a character whose rest has
+// not arrived.
+func (h *history) settled() int64 {
+	return h.end() - int64(safetext.Unfinished(h.buf))
+}
+
+// charStart moves off, within the retained history, back to the start of
+// the character it falls inside, so that a page never splits one.
+func (h *history) charStart(off int64) int64 {
+	if off <= h.first() || off >= h.end() {
+		return off
+	}
+	return h.start + int64(safetext.CharStart(h.buf, int(off-h.start)))
+}
+
+// charEnd is the offset just past the character that starts at off.
+func (h *history) charEnd(off int64) int64 {
+	if off < h.first() || off >= h.end() {
+		return off
+	}
+	_, size := utf8.DecodeRune(h.buf[off-h.start:])
+	return off + int64(size)
 }

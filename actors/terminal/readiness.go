@@ -147,7 +147,7 @@ func (a *Actor) answer(ctx actor.Context, w *waiter, r Readiness) {
 		}
 	}
 	tool := toolOf(w.kind)
-	end := a.hist.end()
+	end := a.returnable()
 	// An unread byte goes to one result: a wait that began before another
 	// result took its bytes starts where that one ended.
 	asked := max(w.from, a.readPos)

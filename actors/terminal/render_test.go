@@ -71,3 +71,16 @@ func TestTheSchemasEnumsAreAccepted(t *testing.T) {
 		}
 	}
 }
+
+// Where the history dropped its oldest bytes inside a character, what it
+// returns from there starts at the next whole one.
+func TestHistoryDropsNoHalfCharacter(t *testing.T) {
+	for shift := range 3 {
+		h := newHistory(30)
+		h.write([]byte(strings.Repeat("€", 20) + strings.Repeat("y", shift)))
+		got, from := h.slice(0, h.end())
+		if !utf8.Valid(got) || len(got) == 0 || from < h.first() || from > h.first()+2 {
+			t.Fatalf("shift %d: %q from %d (first %d)", shift, got, from, h.first())
+		}
+	}
+}

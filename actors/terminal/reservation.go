@@ -136,17 +136,17 @@ func (a *Actor) reserve(ctx actor.Context, m *Reserve) {
 		return
 	}
 	a.yieldReads(ctx)
-	ctx.Respond(a.reserved(m.TaskID))
-	end := a.hist.end()
-	a.holder = &holder{id: m.TaskID, task: true, since: time.Now(), subscriber: m.Subscriber, sent: end}
+	r := a.reserved(m.TaskID)
+	ctx.Respond(r)
+	a.holder = &holder{id: m.TaskID, task: true, since: time.Now(), subscriber: m.Subscriber, sent: r.Offset}
 	a.type_(m.Input)
-	a.addWaiter(ctx, &waiter{kind: waitTask, callID: m.TaskID, from: end}, 0)
+	a.addWaiter(ctx, &waiter{kind: waitTask, callID: m.TaskID, from: r.Offset}, 0)
 }
 
 // reserved answers a Reserve: what follows is the task's, and what came
 // before and was not read yet goes with the background send's result.
 func (a *Actor) reserved(taskID string) *Reserved {
-	end := a.hist.end()
+	end := a.returnable()
 	raw, from := a.hist.slice(a.readPos, end)
 	p := page{raw: raw, from: from, asked: a.readPos,
 		tail: []string{fmt.Sprintf("[started in the background as %s on terminal %s; collect its output with task_output, stop it with task_kill]", taskID, a.opts.ID)}}
@@ -224,7 +224,7 @@ func (a *Actor) feedTask(ctx actor.Context) {
 	if h == nil || !h.task {
 		return
 	}
-	end := a.hist.end()
+	end := a.returnable()
 	if end <= h.sent {
 		return
 	}

@@ -30,6 +30,16 @@ func (a *Actor) read(ctx actor.Context, m *Read) {
 	a.addWaiter(ctx, w, wait)
 }
 
+// returnable is where the output a result can take now ends: a character
+// whose rest has not arrived yet goes with the next result, whole, unless
+// the program has exited and nothing more comes.
+func (a *Actor) returnable() int64 {
+	if a.exit != nil {
+		return a.hist.end()
+	}
+	return a.hist.settled()
+}
+
 func (a *Actor) historyLine(from, to int64) string {
 	return fmt.Sprintf("[terminal %s: this result covers output bytes %d-%d of %d; history retained from byte %d]", a.opts.ID, from, to, a.hist.end(), a.hist.first())
 }
@@ -91,8 +101,17 @@ func (a *Actor) respondPage(ctx actor.Context, m *Read) {
 	if past {
 		from = to
 	}
+	// A page starts and ends on character boundaries: an offset or a limit
+	// inside a character takes it whole at the start and leaves it to the
+	// next page at the end (unless it is all the page would hold).
+	from = a.hist.charStart(from)
 	if m.Args.Limit != nil && *m.Args.Limit < to-from { // no overflow: to-from is small
 		to = from + *m.Args.Limit
+		if cut := a.hist.charStart(to); cut > from {
+			to = cut
+		} else {
+			to = a.hist.charEnd(from)
+		}
 	}
 	raw, start := a.hist.slice(from, to)
 	p := page{raw: raw, from: start, asked: from, keepHead: true,

@@ -123,3 +123,34 @@ func Clip(s string, n int) string {
 	h := Head(s, n)
 	return h + "… [" + strconv.Itoa(len(s)-len(h)) + " more bytes]"
 }
+
+// Unfinished is how many bytes at the end of b begin a character that has
+// not all arrived yet: output read from a terminal in chunks can end within
+// a character, and a result that cut it there would show its halves as two
+// U+FFFD. 0 when b ends on a whole character or on bytes that are invalid
+// anyway.
+func Unfinished(b []byte) int {
+	for i := 1; i <= utf8.UTFMax-1 && i <= len(b); i++ {
+		if c := b[len(b)-i]; utf8.RuneStart(c) {
+			if !utf8.FullRune(b[len(b)-i:]) {
+				return i
+			}
+			return 0
+		}
+	}
+	return 0
+}
+
+// CharStart is i, or where the character that i falls inside begins: an
+// index inside a valid multi-byte character moves back to its first byte.
+func CharStart(b []byte, i int) int {
+	for s := i - 1; s >= 0 && s >= i-(utf8.UTFMax-1) && i < len(b); s-- {
+		if utf8.RuneStart(b[s]) {
+			if r, size := utf8.DecodeRune(b[s:]); (r != utf8.RuneError || size > 1) && s+size > i {
+				return s
+			}
+			return i
+		}
+	}
+	return i
+}

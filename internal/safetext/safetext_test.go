@@ -69,3 +69,34 @@ func TestFittingCountsWhatIsShown(t *testing.T) {
 		}
 	}
 }
+
+func TestUnfinishedAndCharStart(t *testing.T) {
+	e := []byte("aé€😀") // 1, 2, 3 and 4 bytes
+	for _, c := range []struct {
+		b    []byte
+		want int
+	}{
+		{e, 0}, {e[:len(e)-1], 3}, {e[:len(e)-3], 1}, {e[:3], 0}, {e[:2], 1},
+		{[]byte{}, 0}, {[]byte{0x80}, 0}, {[]byte("a\xff"), 0}, {[]byte("\xe2\x82"), 2},
+	} {
+		if got := Unfinished(c.b); got != c.want {
+			t.Errorf("Unfinished(%q) = %d, want %d", c.b, got, c.want)
+		}
+	}
+	// Every index inside a character moves to its start; others stay.
+	starts := map[int]int{0: 0, 1: 1, 2: 1, 3: 3, 4: 3, 5: 3, 6: 6, 7: 6, 8: 6, 9: 6, 10: 10}
+	for i, want := range starts {
+		if got := CharStart(e, i); got != want {
+			t.Errorf("CharStart(%q, %d) = %d, want %d", e, i, got, want)
+		}
+	}
+	for _, c := range []struct {
+		b    string
+		i    int
+		want int
+	}{{"\x80\x80", 1, 1}, {"\xe2\x82a", 1, 1}, {"a\xc3", 1, 1}} {
+		if got := CharStart([]byte(c.b), c.i); got != c.want {
+			t.Errorf("CharStart(%q, %d) = %d, want %d", c.b, c.i, got, c.want)
+		}
+	}
+}
