@@ -344,9 +344,12 @@ func TestBackgroundCanBeTurnedOff(t *testing.T) {
 		}
 	}
 	id, _ := f.open(`{}`)
-	r := f.call("terminal_send", `{"terminal_id":"`+id+`","text":"ls","run_in_background":true}`)
-	if !r.isErr || !strings.Contains(r.text, "enableRunInBackground") {
-		t.Fatalf("%+v", r)
+	// The field is not in the schema: false is as forced an argument as true.
+	for _, v := range []string{"true", "false"} {
+		r := f.call("terminal_send", `{"terminal_id":"`+id+`","text":"ls","run_in_background":`+v+`}`)
+		if !r.isErr || !strings.Contains(r.text, "enableRunInBackground") {
+			t.Fatalf("run_in_background %s: %+v", v, r)
+		}
 	}
 }
 
