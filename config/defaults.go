@@ -22,7 +22,7 @@ var comments = map[string]string{
 	"terminal":                       "The terminal_* and task_* tools.",
 	"terminal.enableRunInBackground": "false: no run_in_background in the schema, and no task tools",
 	"terminal.maxResultBytes":        "cap of every terminal and task result, metadata included",
-	"terminal.idleSilenceMs":         "silence before inferred_idle, where no proof of waiting is possible",
+	"terminal.idleSilenceMs":         "silence before inferred_idle: where no proof of waiting is possible, or, for a call that gives no wait_ms, of a program using no processor time and not reading the terminal",
 	"terminal.defaultWaitMs":         "wait of a call that gives no wait_ms",
 	"terminal.maxWaitMs":             "longest wait a call may ask for",
 	"terminal.historyBytes":          "output retained per terminal",

@@ -136,7 +136,7 @@ func sendTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
 		})
 		return
 	}
-	a.forward(ctx, call, pid, &terminal.Send{CallID: call.CallId, Input: input, Wait: cfg.Wait(args.WaitMs)})
+	a.forward(ctx, call, pid, &terminal.Send{CallID: call.CallId, Input: input, Wait: cfg.Wait(args.WaitMs), Settle: args.WaitMs == nil})
 }
 
 func signalMessage(c *messages.ToolCall, a *terminal.SignalArgs) (string, any) {

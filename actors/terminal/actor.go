@@ -303,7 +303,7 @@ func (a *Actor) open(ctx actor.Context, m *Open) {
 		ctx.Stop(ctx.Self())
 		return
 	}
-	a.addWaiter(ctx, &waiter{kind: waitOpen, callID: m.CallID, sender: ctx.Sender(), from: 0}, ms(a.opts.Config.DefaultWaitMs))
+	a.addWaiter(ctx, &waiter{kind: waitOpen, callID: m.CallID, sender: ctx.Sender(), from: 0, settle: true}, ms(a.opts.Config.DefaultWaitMs))
 }
 
 func (a *Actor) signal(ctx actor.Context, callID string, sig syscall.Signal) {

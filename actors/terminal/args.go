@@ -37,14 +37,14 @@ type SendArgs struct {
 	TerminalID      string   `json:"terminal_id" jsonschema:"the id terminal_open returned"`
 	Text            string   `json:"text,omitempty" jsonschema:"text to type, sent as is; add the Enter key to submit a line"`
 	Keys            []string `json:"keys,omitempty" jsonschema:"named keys sent after the text, e.g. Enter, Tab, Esc, Up, C-c, C-d"`
-	WaitMs          *int64   `json:"wait_ms,omitempty" jsonschema:"how long to wait for the program to be ready (0: do not wait)"`
+	WaitMs          *int64   `json:"wait_ms,omitempty" jsonschema:"how long to wait for the program to be ready (0: do not wait); omitted, the default wait, which also ends once the program has gone quiet (inferred_idle)"`
 	RunInBackground bool     `json:"run_in_background,omitempty" jsonschema:"return a task id at once and collect the output later with task_output"`
 }
 
 // ReadArgs are terminal_read's arguments.
 type ReadArgs struct {
 	TerminalID string `json:"terminal_id" jsonschema:"the id terminal_open returned"`
-	WaitMs     *int64 `json:"wait_ms,omitempty" jsonschema:"wait up to this long for the program to be ready before reading"`
+	WaitMs     *int64 `json:"wait_ms,omitempty" jsonschema:"wait up to this long for the program to be ready before reading; omitted, the default wait, which also ends once the program has gone quiet (inferred_idle)"`
 	Offset     *int64 `json:"offset,omitempty" jsonschema:"read the retained history from this byte offset instead of the unread output"`
 	Limit      *int64 `json:"limit,omitempty" jsonschema:"with offset: at most this many bytes"`
 }

@@ -14,8 +14,10 @@ type Config struct {
 	EnableRunInBackground bool `yaml:"enableRunInBackground"`
 	// MaxResultBytes caps every complete result, metadata included.
 	MaxResultBytes int `yaml:"maxResultBytes"`
-	// IdleSilenceMs is the output silence after which a program that cannot
-	// be proven to wait for input is taken to be idle (inferred_idle).
+	// IdleSilenceMs is the silence after which a program is taken to be idle
+	// (inferred_idle): one whose wait /proc cannot see, or, for a call that
+	// gives no wait_ms, one that uses no processor time and does not read
+	// the terminal.
 	IdleSilenceMs int64 `yaml:"idleSilenceMs"`
 	// DefaultWaitMs bounds a wait when the call gives no wait_ms.
 	DefaultWaitMs int64 `yaml:"defaultWaitMs"`

@@ -14,8 +14,11 @@
 //     the output);
 //   - stdin_read: a member of the foreground process group is proven blocked
 //     reading the terminal with no input pending (see internal/waitproof);
-//   - inferred_idle: the program waits in a way /proc cannot see into
-//     (epoll) and has printed nothing for idleSilenceMs: a guess, said so;
+//   - inferred_idle: a guess, said so, after idleSilenceMs of silence: the
+//     program waits in a way /proc cannot see into (epoll); or the call gave
+//     no wait_ms and the program is quiet, using no processor time and not
+//     reading the terminal (a server waiting for connections, a sleep): the
+//     default wait is not spent on a program that may stay so for ever;
 //   - timeout: the wait's bound passed; the program may still be working;
 //   - exited: the program ended; its status comes with it.
 //

@@ -20,6 +20,9 @@ type (
 		CallID string
 		Input  []byte
 		Wait   time.Duration
+		// Settle: the call gave no wait of its own, so the wait also ends
+		// once the program is quiet (see settles).
+		Settle bool
 	}
 	// Read returns unread output, or a page of the history.
 	Read struct {

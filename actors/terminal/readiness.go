@@ -34,6 +34,8 @@ type waiter struct {
 	wait   time.Duration
 	timer  *time.Timer
 	args   ReadArgs
+	// settle: the caller gave no wait of its own (see settles).
+	settle bool
 }
 
 type waiterKind int
@@ -219,6 +221,31 @@ func (a *Actor) promptProbed(ctx actor.Context, p *ptyproc.Probe, c *promptCheck
 	}
 }
 
+// settles ends the waits of calls that gave no wait of their own once the
+// program is quiet: no output and no processor time for idleSilenceMs,
+// and not reading the terminal (a server waiting for connections, a
+// sleep). Such a program may run for ever, and the default wait is a
+// guess; a caller that gave wait_ms waits for proof, an exit or its bound.
+func (a *Actor) settles(ctx actor.Context, p *ptyproc.Probe) {
+	quiet := a.wait.QuietFor()
+	if p.Err != nil || p.InputPending || p.Wait.State != procfs.NotWaiting || quiet < ms(a.opts.Config.IdleSilenceMs) {
+		return
+	}
+	var settled []*waiter
+	a.dropWaiters(func(w *waiter) bool {
+		if w.settle && w.kind != waitTask {
+			settled = append(settled, w)
+			return true
+		}
+		return false
+	})
+	r := Readiness{Reason: ReadyIdle, Detail: fmt.Sprintf("no output and no processor time for %d ms from %s, which is not reading the terminal", quiet.Milliseconds(), a.foreground())}
+	for _, w := range settled {
+		a.lastReady = r.Reason
+		a.answer(ctx, w, r)
+	}
+}
+
 func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 	verdict, w := a.wait.Probe(p)
 	switch verdict {
@@ -240,6 +267,8 @@ func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 		if silent := a.wait.SilentFor(); silent >= ms(a.opts.Config.IdleSilenceMs) {
 			a.resolveAll(ctx, Readiness{Reason: ReadyIdle, Detail: fmt.Sprintf("no output for %d ms and its wait cannot be seen in /proc", silent.Milliseconds())})
 		}
+	case waitproof.Inconclusive:
+		a.settles(ctx, p)
 	}
 	if p.Err != nil && a.wait.SilentFor() >= ms(a.opts.Config.IdleSilenceMs) && len(a.waiters) > 0 {
 		a.resolveAll(ctx, Readiness{Reason: ReadyIdle, Detail: fmt.Sprintf("no output for %d ms (%v)", a.wait.SilentFor().Milliseconds(), p.Err)})

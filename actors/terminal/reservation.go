@@ -117,7 +117,7 @@ func (a *Actor) foregroundSend(ctx actor.Context, m *Send) {
 	a.yieldReads(ctx)
 	a.holder = &holder{id: m.CallID, since: time.Now()}
 	a.type_(m.Input)
-	a.addWaiter(ctx, &waiter{kind: waitSend, callID: m.CallID, sender: ctx.Sender(), from: a.readPos}, m.Wait)
+	a.addWaiter(ctx, &waiter{kind: waitSend, callID: m.CallID, sender: ctx.Sender(), from: a.readPos, settle: m.Settle}, m.Wait)
 }
 
 // type_ writes input; the shell's prompt, if it showed, is no longer idle.

@@ -21,7 +21,7 @@ func (a *Actor) read(ctx actor.Context, m *Read) {
 		ctx.Respond(a.busyResult(m.CallID, ToolRead, a.readBusy()))
 		return
 	}
-	w := &waiter{kind: waitRead, callID: m.CallID, sender: ctx.Sender(), from: a.readPos, args: m.Args}
+	w := &waiter{kind: waitRead, callID: m.CallID, sender: ctx.Sender(), from: a.readPos, args: m.Args, settle: m.Args.WaitMs == nil}
 	wait := a.opts.Config.Wait(m.Args.WaitMs)
 	if a.exit != nil || wait == 0 {
 		a.answer(ctx, w, a.currentState())

@@ -436,3 +436,39 @@ func TestTasksBelongToTheirAgent(t *testing.T) {
 		t.Fatalf("b lists a's task: %s", l.text)
 	}
 }
+
+// A call that gives no wait of its own returns once the program is quiet
+// (no output, no processor time, not reading the terminal): a server
+// waiting for connections does not hold terminal_open for the whole default
+// wait. A program working silently, and a call that gave wait_ms, are
+// waited for.
+func TestQuietProgramsSettleWhenTheCallGaveNoWait(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) {
+		c.Terminal.IdleSilenceMs = 500
+		c.Terminal.DefaultWaitMs = 60000
+	})
+	py := testkit.Python3(t)
+	server, r := f.open(fmt.Sprintf(`{"command":"%s -u -m http.server 0 --bind 127.0.0.1"}`, py))
+	want(t, r, "inferred_idle", "Serving HTTP", "python3", "not reading the terminal", "does not prove")
+	want(t, f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q}`, server)), "inferred_idle")
+
+	id, _ := f.open(`{}`)
+	want(t, f.send(id, "sleep 600", "Enter"), "inferred_idle", "sleep")
+	f.call("terminal_signal", fmt.Sprintf(`{"terminal_id":%q,"signal":"INT"}`, id))
+	want(t, f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"wait_ms":5000}`, id)), "prompt")
+
+	// The caller's own wait is kept.
+	r = f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":"sleep 600","keys":["Enter"],"wait_ms":1500}`, id))
+	want(t, r, "timeout")
+	f.call("terminal_signal", fmt.Sprintf(`{"terminal_id":%q,"signal":"INT"}`, id))
+	want(t, f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"wait_ms":5000}`, id)), "prompt")
+
+	// Busy without a word: still working, so the default wait (2.5 s here,
+	// five times the silence) runs out.
+	f2 := newFixture(t, func(c *config.Config) {
+		c.Terminal.IdleSilenceMs = 500
+		c.Terminal.DefaultWaitMs = 2500
+	})
+	busy, _ := f2.open(`{}`)
+	want(t, f2.send(busy, fmt.Sprintf(`%s -c 'while True: pass'`, py), "Enter"), "timeout")
+}

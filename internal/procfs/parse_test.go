@@ -147,3 +147,11 @@ func TestWaitStateString(t *testing.T) {
 		}
 	}
 }
+
+func TestParseStatCPU(t *testing.T) {
+	// utime 25 and stime 7 are the 14th and 15th fields.
+	p, err := parseStat([]byte("42 (bash) S 1 42 42 34816 42 4194560 1 0 0 0 25 7 0 0 20 0 1 0 777 0 0\n"))
+	if err != nil || p.CPU != 32 || p.Start != 777 {
+		t.Fatalf("%+v %v", p, err)
+	}
+}

@@ -25,6 +25,9 @@ type Proc struct {
 	Comm string
 	// Start is when the process started, in clock ticks after boot.
 	Start uint64
+	// CPU is the processor time it has used, user and system, in clock
+	// ticks.
+	CPU uint64
 }
 
 // Zombie reports whether the process has exited and only waits to be reaped.
@@ -75,6 +78,13 @@ func parseStat(b []byte) (Proc, error) {
 	if p.Start, err = strconv.ParseUint(string(fields[19]), 10, 64); err != nil {
 		return Proc{}, fmt.Errorf("procfs: malformed stat line %q", b)
 	}
+	// utime and stime, the 14th and 15th fields.
+	utime, err1 := strconv.ParseUint(string(fields[11]), 10, 64)
+	stime, err2 := strconv.ParseUint(string(fields[12]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return Proc{}, fmt.Errorf("procfs: malformed stat line %q", b)
+	}
+	p.CPU = utime + stime
 	return p, nil
 }
 

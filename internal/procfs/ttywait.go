@@ -49,6 +49,11 @@ type Wait struct {
 	Comm string
 	// Syscall is the name of the system call it is blocked in.
 	Syscall string
+	// CPU is the processor time, in clock ticks, used by the members looked
+	// at: the leader, and every member when the leader waits for a child.
+	// A total that stays the same from one look to the next means none of
+	// them ran meanwhile.
+	CPU uint64
 }
 
 // TTYWait reports whether process group pgrp, the foreground group of the
@@ -62,11 +67,14 @@ func TTYWait(pgrp int, ttyPath string) (Wait, error) {
 	tty := newTerminal(ttyPath)
 	leader, err := Stat(pgrp)
 	leaderAlive := err == nil && leader.PGRP == pgrp && !leader.Zombie()
+	var cpu uint64
 	if leaderAlive {
 		w, waitsForChild := taskWait(leader, tty)
 		if w.State != NotWaiting || !waitsForChild {
+			w.CPU = leader.CPU
 			return w, nil
 		}
+		cpu = leader.CPU
 	}
 	members, err := Group(pgrp)
 	if err != nil {
@@ -77,17 +85,20 @@ func TTYWait(pgrp int, ttyPath string) (Wait, error) {
 		if m.PID == pgrp {
 			continue
 		}
+		cpu += m.CPU
 		w, _ := taskWait(m, tty)
 		if w.State != NotWaiting && asyncJob(m.PID) {
 			continue
 		}
 		switch w.State {
 		case WaitingInput:
+			w.CPU = cpu
 			return w, nil
 		case WaitUnknown:
 			best = w
 		}
 	}
+	best.CPU = cpu
 	return best, nil
 }
 

@@ -60,6 +60,10 @@ type Tracker struct {
 	confirm    procfs.Wait
 	confirmOut uint64
 	active     bool
+	// cpu is the foreground group's processor time at the last look, and
+	// cpuAt when it was last seen to change (or the episode began).
+	cpu   uint64
+	cpuAt time.Time
 }
 
 // New returns a tracker that sends its ticks with send (the owner's Send to
@@ -74,6 +78,7 @@ func (t *Tracker) Start(proc *ptyproc.Process) {
 	}
 	t.proc = proc
 	t.active = true
+	t.cpuAt = time.Now() // what it did before this episode is not known
 	t.delay = First
 	t.confirm = procfs.Wait{}
 	t.arm(First)
@@ -104,6 +109,20 @@ func (t *Tracker) Output() {
 // SilentFor is how long the program has written nothing.
 func (t *Tracker) SilentFor() time.Duration { return time.Since(t.lastOutput) }
 
+// QuietFor is how long, within this episode, the program has written
+// nothing and the foreground group's members that the looks see have used
+// no processor time: asleep, not working silently.
+func (t *Tracker) QuietFor() time.Duration {
+	return time.Since(later(t.lastOutput, t.cpuAt))
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // Tick handles the tracker's timer: it takes a look, or waits for quiet.
 func (t *Tracker) Tick(m *Tick) {
 	if m.t != t || m.n != t.n.Load() || !t.active {
@@ -129,7 +148,14 @@ func (t *Tracker) Probe(p *ptyproc.Probe) (v Verdict, wait procfs.Wait) {
 	if !ok || tg.t != t || tg.n != t.n.Load() || !t.active || p.Proc != t.proc {
 		return Stale, procfs.Wait{}
 	}
+	if p.Err == nil && !p.InputPending {
+		if p.Wait.CPU != t.cpu {
+			t.cpu, t.cpuAt = p.Wait.CPU, time.Now()
+		}
+	}
 	if p.Err == nil {
+		w := p.Wait
+		w.CPU = 0 // a proof is the same wait seen twice, whatever ran between
 		switch p.Wait.State {
 		case procfs.WaitingInput:
 			if !p.Drained {
@@ -137,8 +163,8 @@ func (t *Tracker) Probe(p *ptyproc.Probe) (v Verdict, wait procfs.Wait) {
 				t.arm(Quiet) // output was still on its way
 				return Inconclusive, procfs.Wait{}
 			}
-			if t.confirm != p.Wait || t.confirmOut != t.outputs {
-				t.confirm, t.confirmOut = p.Wait, t.outputs
+			if t.confirm != w || t.confirmOut != t.outputs {
+				t.confirm, t.confirmOut = w, t.outputs
 				t.arm(Quiet)
 				return Inconclusive, procfs.Wait{}
 			}
