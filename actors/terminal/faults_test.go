@@ -1,6 +1,7 @@
 package terminal_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,18 +18,9 @@ import (
 func TestTaskOutputIsNotReturnedAgainByARead(t *testing.T) {
 	f := newFixture(t, nil)
 	id, _ := f.open(`{}`)
-	bg := f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":"echo task-said-$((6*7))","keys":["Enter"],"run_in_background":true}`, id))
-	task, _ := bg.data["task_id"].(string)
-	var out strings.Builder
-	for i := 0; i < 50; i++ {
-		o := f.call("task_output", fmt.Sprintf(`{"task_id":%q,"wait_ms":5000}`, task))
-		out.WriteString(o.text)
-		if o.data["running"] == false {
-			break
-		}
-	}
-	if !strings.Contains(out.String(), "task-said-42") {
-		t.Fatalf("task output: %q", out.String())
+	out := f.runTask(id, "echo task-said-$((6*7))")
+	if !strings.Contains(out, "task-said-42") {
+		t.Fatalf("task output: %q", out)
 	}
 	if r := f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"wait_ms":0}`, id)); strings.Contains(r.text, "task-said-42") {
 		t.Fatalf("the task's output came back in a read: %q", r.text)
@@ -177,18 +169,8 @@ func TestResultsNeverSplitACharacter(t *testing.T) {
 
 	// The same in a background task's output, which is collected while the
 	// program pauses halfway through the character.
-	bg := f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":"printf '\\xc3'; sleep 0.2; printf '\\xa9?\\n'","keys":["Enter"],"run_in_background":true}`, id))
-	task, _ := bg.data["task_id"].(string)
-	var out strings.Builder
-	for i := 0; i < 50; i++ {
-		o := f.call("task_output", fmt.Sprintf(`{"task_id":%q,"wait_ms":5000}`, task))
-		out.WriteString(o.text)
-		if o.data["running"] == false {
-			break
-		}
-	}
-	if strings.Contains(out.String(), "\uFFFD") || !strings.Contains(out.String(), "é?\n") {
-		t.Fatalf("the task's output split a character:\n%s", out.String())
+	if out := f.runTask(id, `printf '\xc3'; sleep 0.2; printf '\xa9?\n'`); strings.Contains(out, "\uFFFD") || !strings.Contains(out, "é?\n") {
+		t.Fatalf("the task's output split a character:\n%s", out)
 	}
 
 	// Fill the history with 3-byte characters, so its oldest bytes are
@@ -198,4 +180,26 @@ func TestResultsNeverSplitACharacter(t *testing.T) {
 	if !strings.Contains(p.text, "dropped from the retained history") || strings.Contains(p.text, "\uFFFD") {
 		t.Fatalf("a page from the start of a history that dropped bytes:\n%s", p.text)
 	}
+}
+
+// runTask sends text with Enter as a background task on terminal id and
+// collects its output until it is done.
+func (f *fixture) runTask(id, text string) string {
+	f.t.Helper()
+	b, _ := json.Marshal(map[string]any{"terminal_id": id, "text": text, "keys": []string{"Enter"}, "run_in_background": true})
+	bg := f.call("terminal_send", string(b))
+	task, _ := bg.data["task_id"].(string)
+	if task == "" {
+		f.t.Fatalf("no task: %+v", bg)
+	}
+	var out strings.Builder
+	for range 50 {
+		o := f.call("task_output", fmt.Sprintf(`{"task_id":%q,"wait_ms":5000}`, task))
+		out.WriteString(o.text)
+		if o.data["running"] == false {
+			return out.String()
+		}
+	}
+	f.t.Fatalf("task %s still running after 50 task_output calls: %s", task, out.String())
+	return ""
 }
