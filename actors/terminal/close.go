@@ -63,8 +63,6 @@ func (a *Actor) finishClose(ctx actor.Context) {
 	if c.hup != nil {
 		c.hup.Stop()
 	}
-	end := a.hist.end()
-	raw, from := a.hist.slice(a.readPos, end)
 	status := "still running after SIGHUP: killed with SIGKILL"
 	if a.exit == nil {
 		// The reaper SIGKILLs it right after this answer.
@@ -73,11 +71,14 @@ func (a *Actor) finishClose(ctx actor.Context) {
 		status = a.exit.String()
 	}
 	r := Readiness{Reason: ReadyExited, Detail: status, Exit: a.exit}
+	// The calls waiting take their output first; the close has the rest.
+	a.resolveAll(ctx, r)
+	end := a.hist.end()
+	raw, from := a.hist.slice(a.readPos, end)
 	p := page{raw: raw, from: from, asked: a.readPos,
 		head: []string{fmt.Sprintf("[terminal %s closed; its program's status: %s; every process of its session has been ended]", a.opts.ID, status)},
 		tail: []string{a.historyLine(from, end)}}
 	res := a.result(c.callID, ToolClose, p, r, false)
-	a.resolveAll(ctx, r)
 	a.teardown(ctx, "the terminal was closed")
 	ctx.Send(c.sender, res)
 	ctx.Stop(ctx.Self())

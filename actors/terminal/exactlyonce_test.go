@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/internal/hosttest"
+	"github.com/dsh-actors/dsh-actors/internal/testkit"
 )
 
 // Every byte a program prints lands in exactly one result (open, send, read,
@@ -114,5 +116,57 @@ func TestEveryByteLandsInExactlyOneResult(t *testing.T) {
 	}
 	if len(bad) > 0 {
 		t.Fatalf("tokens not returned exactly once: %s\nresults:\n%s", strings.Join(bad, ", "), got.String())
+	}
+}
+
+// A terminal_close whose program outlives SIGHUP answers the calls waiting
+// on it first, and returns only what they did not take.
+func TestACloseReturnsNothingAWaitingCallTook(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Terminal.KillGraceMs = 300 })
+	for _, holder := range []string{"send", "task"} {
+		id, _ := f.open(`{"command":"trap '' HUP; while read -r l; do eval \"$l\"; done"}`)
+		text := `for i in $(seq 1 20); do printf '<T%d>\n' $i; done; sleep 600`
+		args := map[string]any{"terminal_id": id, "text": text, "keys": []string{"Enter"}, "wait_ms": 60000}
+		if holder == "task" {
+			args = map[string]any{"terminal_id": id, "text": text, "keys": []string{"Enter"}, "run_in_background": true}
+		}
+		b, _ := json.Marshal(args)
+		got := make(chan string, 1)
+		var task string
+		if holder == "send" {
+			go func() {
+				r, err := f.h.Call(hosttest.Context(t), "a", "terminal_send", b)
+				if err != nil {
+					got <- err.Error()
+					return
+				}
+				got <- r.Text
+			}()
+		} else {
+			r := f.call("terminal_send", string(b))
+			task, _ = r.data["task_id"].(string)
+		}
+		// The program has printed everything once a page shows the last token.
+		testkit.Eventually(t, "the last token in the history", func() (bool, string) {
+			page := f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"offset":0}`, id)).text
+			return strings.Contains(page, "<T20>\n"), page
+		})
+		all := f.call("terminal_close", fmt.Sprintf(`{"terminal_id":%q}`, id)).text
+		if holder == "send" {
+			all += <-got
+		} else {
+			for range 50 {
+				o := f.call("task_output", fmt.Sprintf(`{"task_id":%q}`, task))
+				all += o.text
+				if o.data["running"] == false {
+					break
+				}
+			}
+		}
+		for i := 1; i <= 20; i++ {
+			if n := strings.Count(all, fmt.Sprintf("<T%d>\n", i)); n != 1 {
+				t.Fatalf("%s: <T%d> came back %d times:\n%s", holder, i, n, all)
+			}
+		}
 	}
 }
