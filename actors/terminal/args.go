@@ -1,7 +1,6 @@
 package terminal
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -70,14 +69,6 @@ type IDArgs struct {
 // NoArgs are the arguments of the list tools.
 type NoArgs struct{}
 
-// hasKey reports whether the JSON object raw (already decoded once) has key.
-func hasKey(raw []byte, key string) bool {
-	var fields map[string]json.RawMessage
-	_ = json.Unmarshal(raw, &fields)
-	_, ok := fields[key]
-	return ok
-}
-
 // Size bounds.
 const (
 	DefaultCols, DefaultRows = 120, 40
@@ -105,7 +96,7 @@ func Parse(tool string, raw []byte, v any, cfg Config) error {
 		if i := strings.IndexByte(a.Text, 0); i >= 0 {
 			return fmt.Errorf(`%s: "text" has a NUL byte at offset %d; to type Ctrl-@ on purpose, use "keys": ["C-@"]`, tool, i)
 		}
-		if !cfg.EnableRunInBackground && hasKey(raw, "run_in_background") {
+		if !cfg.EnableRunInBackground && (a.RunInBackground || toolargs.Has(raw, "run_in_background")) {
 			// The schema has no such field here: false is refused like true.
 			return fmt.Errorf(`%s: "run_in_background" is turned off in this deployment (terminal.enableRunInBackground is false): send in the foreground`, tool)
 		}

@@ -345,10 +345,14 @@ func TestBackgroundCanBeTurnedOff(t *testing.T) {
 	}
 	id, _ := f.open(`{}`)
 	// The field is not in the schema: false is as forced an argument as true.
+	// Nor does it pass inside arguments sent as a JSON string.
 	for _, v := range []string{"true", "false"} {
-		r := f.call("terminal_send", `{"terminal_id":"`+id+`","text":"ls","run_in_background":`+v+`}`)
-		if !r.isErr || !strings.Contains(r.text, "enableRunInBackground") {
-			t.Fatalf("run_in_background %s: %+v", v, r)
+		args := `{"terminal_id":"` + id + `","text":"ls","run_in_background":` + v + `}`
+		quoted, _ := json.Marshal(args)
+		for _, a := range []string{args, string(quoted)} {
+			if r := f.call("terminal_send", a); !r.isErr || !strings.Contains(r.text, "enableRunInBackground") {
+				t.Fatalf("%s: %+v", a, r)
+			}
 		}
 	}
 }

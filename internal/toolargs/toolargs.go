@@ -22,13 +22,7 @@ import (
 // must match exactly and once; integral numbers written as 1500.0 or 1e3 are
 // taken for integer fields.
 func Decode(tool string, raw []byte, v any, allowEmpty bool, example string) error {
-	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) > 0 && trimmed[0] == '"' {
-		var inner string
-		if json.Unmarshal(trimmed, &inner) == nil {
-			trimmed = bytes.TrimSpace([]byte(inner))
-		}
-	}
+	trimmed := unwrap(raw)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		if allowEmpty {
 			return nil
@@ -66,6 +60,19 @@ func Decode(tool string, raw []byte, v any, allowEmpty bool, example string) err
 		return fmt.Errorf("%s: invalid arguments: %w", tool, err)
 	}
 	return nil
+}
+
+// unwrap returns the arguments as Decode reads them: trimmed, and taken out
+// of the JSON string that holds them, if they came in one.
+func unwrap(raw []byte) []byte {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) > 0 && trimmed[0] == '"' {
+		var inner string
+		if json.Unmarshal(trimmed, &inner) == nil {
+			trimmed = bytes.TrimSpace([]byte(inner))
+		}
+	}
+	return trimmed
 }
 
 func decodeStrict(b []byte, v any) error {
@@ -171,13 +178,7 @@ func integralNumbers(b []byte) ([]byte, bool) {
 // Has reports whether the arguments raw (as Decode takes them) hold key
 // with a value other than null.
 func Has(raw []byte, key string) bool {
-	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) > 0 && trimmed[0] == '"' {
-		var inner string
-		if json.Unmarshal(trimmed, &inner) == nil {
-			trimmed = []byte(inner)
-		}
-	}
+	trimmed := unwrap(raw)
 	var m map[string]json.RawMessage
 	if json.Unmarshal(trimmed, &m) != nil {
 		return false
