@@ -71,6 +71,9 @@ type Actor struct {
 	// promptCheck: the default shell's prompt marker came and a probe looks
 	// whether bash has entered its line editor yet.
 	promptCheck *promptCheck
+	// groupCPU is the foreground group's processor time, read when a wait
+	// might settle.
+	groupCPU *cpuSample
 }
 
 // deadlineTick ends one waiter's wait; graceTick ends a close's grace.

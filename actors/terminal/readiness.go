@@ -2,6 +2,7 @@ package terminal
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -19,6 +20,18 @@ type promptCheck struct {
 	until time.Time
 	timer *time.Timer
 }
+
+// cpuSample is a process group's processor time when it was last seen to
+// change (see settles).
+type cpuSample struct {
+	pgrp int
+	cpu  uint64
+	at   time.Time
+}
+
+// groupQuiet is how long the whole foreground group must use no processor
+// time, on top of the looks' quiet, before a wait settles.
+const groupQuiet = 100 * time.Millisecond
 
 // promptRetry looks again.
 type promptRetry struct{ c *promptCheck }
@@ -226,9 +239,23 @@ func (a *Actor) promptProbed(ctx actor.Context, p *ptyproc.Probe, c *promptCheck
 // and not reading the terminal (a server waiting for connections, a
 // sleep). Such a program may run for ever, and the default wait is a
 // guess; a caller that gave wait_ms waits for proof, an exit or its bound.
+//
+// The looks see the leader's processor time, and the members' only while
+// the leader waits for a child; a leader that sleeps or polls while a child
+// works (node running a script, a Python loop around Popen) looks quiet.
+// So quiet is confirmed by two reads of the whole group's time, a look
+// apart.
 func (a *Actor) settles(ctx actor.Context, p *ptyproc.Probe) {
 	quiet := a.wait.QuietFor()
-	if p.Err != nil || p.InputPending || p.Wait.State != procfs.NotWaiting || quiet < ms(a.opts.Config.IdleSilenceMs) {
+	if p.Err != nil || p.InputPending || p.Wait.State != procfs.NotWaiting || quiet < ms(a.opts.Config.IdleSilenceMs) ||
+		!slices.ContainsFunc(a.waiters, func(w *waiter) bool { return w.settle && w.kind != waitTask }) {
+		return
+	}
+	cpu, err := procfs.GroupCPU(p.Pgrp)
+	if s := a.groupCPU; err != nil || s == nil || s.pgrp != p.Pgrp || s.cpu != cpu || time.Since(s.at) < groupQuiet {
+		if err == nil && (s == nil || s.pgrp != p.Pgrp || s.cpu != cpu) {
+			a.groupCPU = &cpuSample{pgrp: p.Pgrp, cpu: cpu, at: time.Now()}
+		}
 		return
 	}
 	var settled []*waiter
@@ -240,6 +267,9 @@ func (a *Actor) settles(ctx actor.Context, p *ptyproc.Probe) {
 		return false
 	})
 	r := Readiness{Reason: ReadyIdle, Detail: fmt.Sprintf("no output and no processor time for %d ms from %s, which is not reading the terminal", quiet.Milliseconds(), a.foreground())}
+	if leader, err := procfs.Stat(p.Pgrp); err == nil && (leader.State == 'T' || leader.State == 't') {
+		r.Detail = fmt.Sprintf("%s is stopped: it does nothing until it is continued (terminal_signal CONT)", a.foreground())
+	}
 	for _, w := range settled {
 		a.lastReady = r.Reason
 		a.answer(ctx, w, r)

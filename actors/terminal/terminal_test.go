@@ -461,6 +461,10 @@ func TestQuietProgramsSettleWhenTheCallGaveNoWait(t *testing.T) {
 	f.call("terminal_signal", fmt.Sprintf(`{"terminal_id":%q,"signal":"INT"}`, id))
 	want(t, f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"wait_ms":5000}`, id)), "prompt")
 
+	// A stopped program is said to be stopped.
+	_, r = f.open(`{"command":"sh -c 'kill -STOP $$'"}`)
+	want(t, r, "inferred_idle", "sh, pid", "is stopped", "CONT")
+
 	// The caller's own wait is kept.
 	r = f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":"sleep 600","keys":["Enter"],"wait_ms":1500}`, id))
 	want(t, r, "timeout")
@@ -475,4 +479,8 @@ func TestQuietProgramsSettleWhenTheCallGaveNoWait(t *testing.T) {
 	})
 	busy, _ := f2.open(`{}`)
 	want(t, f2.send(busy, fmt.Sprintf(`%s -c 'while True: pass'`, py), "Enter"), "timeout")
+	// So is a program that sleeps while its child works (node running a
+	// script, a Python loop around Popen).
+	parent, _ := f2.open(`{}`)
+	want(t, f2.send(parent, fmt.Sprintf(`%s -c 'import subprocess, sys, time; subprocess.Popen([sys.executable, "-c", "while True: pass"]); time.sleep(600)'`, py), "Enter"), "timeout")
 }

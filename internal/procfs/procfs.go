@@ -192,6 +192,17 @@ func Group(pgrp int) ([]Proc, error) {
 	return filter(func(p Proc) bool { return p.PGRP == pgrp && !p.Zombie() })
 }
 
+// GroupCPU is the processor time, in clock ticks, that the members of
+// process group pgrp now alive have used. It reads every process's stat.
+func GroupCPU(pgrp int) (uint64, error) {
+	members, err := Group(pgrp)
+	var cpu uint64
+	for _, m := range members {
+		cpu += m.CPU
+	}
+	return cpu, err
+}
+
 func filter(keep func(Proc) bool) ([]Proc, error) {
 	all, err := List()
 	if err != nil {
