@@ -180,6 +180,24 @@ func TestResultsNeverSplitACharacter(t *testing.T) {
 	if !strings.Contains(p.text, "dropped from the retained history") || strings.Contains(p.text, "\uFFFD") {
 		t.Fatalf("a page from the start of a history that dropped bytes:\n%s", p.text)
 	}
+	// Nor one from where the history says it is retained from.
+	var first int64
+	if _, err := fmt.Sscanf(p.text[strings.LastIndex(p.text, "history retained from byte "):], "history retained from byte %d]", &first); err != nil {
+		t.Fatal(err)
+	}
+	for off := first; off < first+3; off++ {
+		if p := f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"offset":%d,"limit":12}`, id, off)); strings.Contains(p.text, "\uFFFD") {
+			t.Fatalf("a page from offset %d (retained from %d):\n%s", off, first, p.text)
+		}
+	}
+
+	// A page shows no half of a character still being written.
+	half, _ := f.open(`{"command":"printf 'A\\360\\237'; exec sleep 600"}`)
+	for _, page := range []string{`"offset":0`, `"offset":1,"limit":2`} {
+		if p := f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,%s}`, half, page)); strings.Contains(p.text, "\uFFFD") || !strings.Contains(p.text, "covers output bytes") {
+			t.Fatalf("a page {%s} of a character still being written:\n%s", page, p.text)
+		}
+	}
 }
 
 // runTask sends text with Enter as a background task on terminal id and

@@ -72,7 +72,7 @@ func (h *history) first() int64 {
 // slice returns the retained bytes in [from, to) and the offset where they
 // really start: later than from when the bytes before were dropped.
 func (h *history) slice(from, to int64) ([]byte, int64) {
-	if f := h.first(); from < f {
+	if f := h.first(); from <= f {
 		// The history drops whole batches of bytes, not characters.
 		from = f
 		for i := 0; i < utf8.UTFMax-1 && from < h.end() && !utf8.RuneStart(h.buf[from-h.start]); i++ {

@@ -172,7 +172,7 @@ func (a *Actor) answer(ctx actor.Context, w *waiter, r Readiness) {
 	if w.kind == waitOpen {
 		p.head = []string{fmt.Sprintf("[terminal %s opened: %s]", a.opts.ID, a.command)}
 	}
-	p.tail = []string{readyLine(r), a.historyLine(from, end)}
+	p.tail, p.cover = []string{readyLine(r)}, a.coverage()
 	ctx.Send(w.sender, a.result(w.callID, tool, p, r, false))
 }
 

@@ -20,6 +20,19 @@ type page struct {
 	// keepHead keeps the beginning of an output that does not fit (a history
 	// page); otherwise the end is kept (the latest output matters most).
 	keepHead bool
+	// cover, when set, ends the text with the line that says which bytes
+	// of the history the result shows.
+	cover *coverage
+}
+
+// coverage is what the last line of a result says of the history.
+type coverage struct {
+	id         string
+	end, first int64
+}
+
+func (c *coverage) line(from, to int64) string {
+	return fmt.Sprintf("[terminal %s: this result covers output bytes %d-%d of %d; history retained from byte %d]", c.id, from, to, c.end, c.first)
 }
 
 // markerReserve is room kept for the truncation marker.
@@ -27,20 +40,24 @@ const markerReserve = 160
 
 // render fits the page into max bytes, metadata first: the metadata is
 // always whole, the output is cut on a character boundary with a marker that
-// says what was left out and how to read it.
-func (p page) render(max int) string {
+// says what was left out and how to read it. shownFrom and shownTo are the
+// history offsets of the output it shows.
+func (p page) render(max int) (text string, shownFrom, shownTo int64) {
 	var fixed []string
 	fixed = append(fixed, p.head...)
 	if p.from > p.asked {
 		fixed = append(fixed, fmt.Sprintf("[%d bytes of output before offset %d were dropped from the retained history]", p.from-p.asked, p.from))
 	}
 	fixed = append(fixed, p.tail...)
+	if p.cover != nil {
+		fixed = append(fixed, p.cover.line(p.cover.end, p.cover.end)) // as long as it can get
+	}
 	fixedLen := 0
 	for _, l := range fixed {
 		fixedLen += len(l) + 1
 	}
 	budget := max - fixedLen - markerReserve
-	out, marker := p.fit(budget)
+	out, marker, shownFrom, shownTo := p.fit(budget)
 
 	var b strings.Builder
 	for _, l := range p.head {
@@ -56,23 +73,28 @@ func (p page) render(max int) string {
 		b.WriteByte('\n')
 	}
 	b.WriteString(out)
-	if out != "" && !strings.HasSuffix(out, "\n") && (len(p.tail) > 0 || marker != "") {
+	tail := p.tail
+	if p.cover != nil {
+		tail = append(tail[:len(tail):len(tail)], p.cover.line(shownFrom, shownTo))
+	}
+	if out != "" && !strings.HasSuffix(out, "\n") && (len(tail) > 0 || marker != "") {
 		b.WriteByte('\n')
 	}
 	if marker != "" && p.keepHead {
 		b.WriteString(marker)
 		b.WriteByte('\n')
 	}
-	b.WriteString(strings.Join(p.tail, "\n"))
-	return safetext.Head(b.String(), max)
+	b.WriteString(strings.Join(tail, "\n"))
+	return safetext.Head(b.String(), max), shownFrom, shownTo
 }
 
-// fit returns the output as text of at most budget bytes and, when it had
-// to cut, the marker line.
-func (p page) fit(budget int) (string, string) {
-	text := safetext.String(p.raw)
+// fit returns the output as text of at most budget bytes, the history
+// offsets of what it shows and, when it had to cut, the marker line.
+func (p page) fit(budget int) (text, marker string, shownFrom, shownTo int64) {
+	end := p.from + int64(len(p.raw))
+	text = safetext.String(p.raw)
 	if len(text) <= budget+markerReserve || budget < 0 && len(text) == 0 {
-		return text, ""
+		return text, "", p.from, end
 	}
 	if budget < 0 {
 		budget = 0
@@ -92,7 +114,7 @@ func (p page) fit(budget int) (string, string) {
 	left := int64(len(raw) - len(shown))
 	if p.keepHead {
 		next := p.from + int64(len(shown))
-		return safetext.String(shown), fmt.Sprintf("[%d more bytes not shown: terminal_read with offset %d reads on]", left, next)
+		return safetext.String(shown), fmt.Sprintf("[%d more bytes not shown: terminal_read with offset %d reads on]", left, next), p.from, next
 	}
-	return safetext.String(shown), fmt.Sprintf("[%d earlier bytes not shown: terminal_read with offset %d reads them]", left, p.from)
+	return safetext.String(shown), fmt.Sprintf("[%d earlier bytes not shown: terminal_read with offset %d reads them]", left, p.from), p.from + left, end
 }

@@ -1,6 +1,7 @@
 package terminal
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -40,10 +41,19 @@ func TestRenderFitsTheCap(t *testing.T) {
 	raw := []byte(strings.Repeat("é✓ line\n", 10000)) // 110 KB: more than every cap below
 	for _, keepHead := range []bool{false, true} {
 		for _, max := range []int{1024, 2000, 65536} {
-			p := page{head: []string{"[head]"}, raw: raw, from: 100, asked: 40, tail: []string{"[tail one]", "[tail two]"}, keepHead: keepHead}
-			text := p.render(max)
+			p := page{head: []string{"[head]"}, raw: raw, from: 100, asked: 40, tail: []string{"[tail one]", "[tail two]"}, keepHead: keepHead,
+				cover: &coverage{id: "t1", end: 100 + int64(len(raw)), first: 100}}
+			text, from, to := p.render(max)
 			if len(text) > max || !utf8.ValidString(text) {
 				t.Fatalf("max %d: %d bytes, valid %v", max, len(text), utf8.ValidString(text))
+			}
+			// What it says it shows is what it shows, and where the rest is.
+			if shown := string(raw[from-100 : to-100]); from >= to || !strings.Contains(text, "\n"+shown) ||
+				!strings.HasSuffix(text, fmt.Sprintf("covers output bytes %d-%d of %d; history retained from byte 100]", from, to, 100+len(raw))) {
+				t.Fatalf("max %d, keepHead %v: shown %d-%d, text\n%s", max, keepHead, from, to, text)
+			}
+			if rest := fmt.Sprintf("offset %d", map[bool]int64{true: to, false: 100}[keepHead]); !strings.Contains(text, rest) {
+				t.Fatalf("max %d, keepHead %v: the marker does not say %q:\n%s", max, keepHead, rest, text)
 			}
 			for _, want := range []string{"[head]", "[tail one]", "[tail two]", "60 bytes of output before offset 100 were dropped", "not shown"} {
 				if !strings.Contains(text, want) {
@@ -53,7 +63,7 @@ func TestRenderFitsTheCap(t *testing.T) {
 		}
 	}
 	small := page{raw: []byte("hi\n"), tail: []string{"[t]"}}
-	if got := small.render(1024); got != "hi\n[t]" {
+	if got, _, _ := small.render(1024); got != "hi\n[t]" {
 		t.Fatalf("%q", got)
 	}
 }

@@ -151,11 +151,12 @@ func (a *Actor) reserved(taskID string) *Reserved {
 	p := page{raw: raw, from: from, asked: a.readPos,
 		tail: []string{fmt.Sprintf("[started in the background as %s on terminal %s; collect its output with task_output, stop it with task_kill]", taskID, a.opts.ID)}}
 	if from < end || from > a.readPos {
-		p.tail = append(p.tail, a.historyLine(from, end))
+		p.cover = a.coverage()
 	}
 	a.readPos = end
 	data, _ := json.Marshal(map[string]any{"task_id": taskID, "terminal_id": a.opts.ID, "running": true})
-	return &Reserved{Offset: end, Text: p.render(a.opts.Config.MaxResultBytes - len(data)), Data: data}
+	text, _, _ := p.render(a.opts.Config.MaxResultBytes - len(data))
+	return &Reserved{Offset: end, Text: text, Data: data}
 }
 
 // interrupt signals the foreground group for task_kill. SIGINT waits until

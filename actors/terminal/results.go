@@ -40,8 +40,10 @@ func (a *Actor) returnable() int64 {
 	return a.hist.settled()
 }
 
-func (a *Actor) historyLine(from, to int64) string {
-	return fmt.Sprintf("[terminal %s: this result covers output bytes %d-%d of %d; history retained from byte %d]", a.opts.ID, from, to, a.hist.end(), a.hist.first())
+// coverage is for a result's last line, which says what of the history it
+// shows.
+func (a *Actor) coverage() *coverage {
+	return &coverage{id: a.opts.ID, end: a.hist.end(), first: a.hist.first()}
 }
 
 // result builds a tool result with the structured fields a harness reads.
@@ -58,12 +60,20 @@ func (a *Actor) result(callID, tool string, p page, r Readiness, isError bool) *
 		}
 		data["exit_status"] = ExitData(*st)
 	}
-	if p.raw != nil || p.asked > 0 || p.from > 0 {
-		data["output_from"], data["output_to"] = p.from, p.from+int64(len(p.raw))
+	ranged := p.raw != nil || p.asked > 0 || p.from > 0
+	if ranged {
+		// As long as the range can get: what is shown is known once the
+		// text is fitted into what the data leaves.
+		data["output_from"], data["output_to"] = a.hist.end(), a.hist.end()
 	}
 	b, _ := json.Marshal(data)
 	// The cap is for text and data together.
-	return &messages.ToolResult{CallId: callID, Tool: tool, Text: p.render(a.opts.Config.MaxResultBytes - len(b)), IsError: isError, Data: b}
+	text, from, to := p.render(a.opts.Config.MaxResultBytes - len(b))
+	if ranged {
+		data["output_from"], data["output_to"] = from, to
+		b, _ = json.Marshal(data)
+	}
+	return &messages.ToolResult{CallId: callID, Tool: tool, Text: text, IsError: isError, Data: b}
 }
 
 // ExitData is the structured form of an exit status in results' data:
@@ -89,18 +99,16 @@ func (a *Actor) exitedResult(callID, tool string) *messages.ToolResult {
 	raw, from := a.hist.slice(a.readPos, end)
 	p := page{raw: raw, from: from, asked: a.readPos,
 		head: []string{fmt.Sprintf("[terminal %s has exited (%s); nothing more can be sent to it. Close it with terminal_close]", a.opts.ID, a.exit)},
-		tail: []string{a.historyLine(from, end)}}
+		cover: a.coverage()}
 	a.readPos = end
 	return a.result(callID, tool, p, Readiness{Reason: ReadyExited, Detail: a.exit.String(), Exit: a.exit}, true)
 }
 
 func (a *Actor) respondPage(ctx actor.Context, m *Read) {
 	from := *m.Args.Offset
-	to := a.hist.end()
-	past := from > to
-	if past {
-		from = to
-	}
+	past := from > a.hist.end()
+	to := a.returnable() // a character still being written is not shown in halves
+	from = min(from, to)
 	// A page starts and ends on character boundaries: an offset or a limit
 	// inside a character takes it whole at the start and leaves it to the
 	// next page at the end (unless it is all the page would hold).
@@ -114,8 +122,7 @@ func (a *Actor) respondPage(ctx actor.Context, m *Read) {
 		}
 	}
 	raw, start := a.hist.slice(from, to)
-	p := page{raw: raw, from: start, asked: from, keepHead: true,
-		tail: []string{a.historyLine(start, start+int64(len(raw)))}}
+	p := page{raw: raw, from: start, asked: from, keepHead: true, cover: a.coverage()}
 	if past {
 		p.head = []string{fmt.Sprintf("[offset %d is past the end of the output (%d bytes so far)]", *m.Args.Offset, a.hist.end())}
 	}

@@ -321,6 +321,31 @@ func TestFloodIsBoundedAndPaged(t *testing.T) {
 	if strings.Contains(p.text, "dropped") || !strings.Contains(p.text, "line") {
 		t.Fatalf("page near the end:\n%s", p.text)
 	}
+	// The send's result kept the end; what it shows starts where its
+	// marker says the rest can be read up to.
+	if from := int64(r.data["output_from"].(float64)); !strings.Contains(r.text, fmt.Sprintf("covers output bytes %d-%d", from, end)) {
+		t.Fatalf("the send's result says it covers other bytes than its data (%d-%d):\n%s", from, end, r.text)
+	}
+	// Pages cut by the cap say what they show: paging on from output_to
+	// walks the retained history with no gap and no overlap, line by line.
+	var first int64
+	if _, err := fmt.Sscanf(p.text[strings.LastIndex(p.text, "history retained from byte "):], "history retained from byte %d]", &first); err != nil {
+		t.Fatal(err)
+	}
+	next, lines := first, 0
+	for next < end {
+		p := f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"offset":%d}`, id, next))
+		from, to := int64(p.data["output_from"].(float64)), int64(p.data["output_to"].(float64))
+		if from != next || to <= from || !strings.Contains(p.text, fmt.Sprintf("covers output bytes %d-%d", from, to)) ||
+			to < end && !strings.Contains(p.text, fmt.Sprintf("terminal_read with offset %d reads on", to)) {
+			t.Fatalf("a page asked from %d shows %d-%d:\n%s", next, from, to, p.text)
+		}
+		lines += strings.Count(p.text, " é\n")
+		next = to
+	}
+	if int64(lines) < (end-first)/20 { // a line is at most 16 bytes
+		t.Fatalf("paging %d bytes of history saw %d lines", end-first, lines)
+	}
 }
 
 func TestResize(t *testing.T) {
