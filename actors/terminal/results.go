@@ -98,7 +98,7 @@ func (a *Actor) exitedResult(callID, tool string) *messages.ToolResult {
 	end := a.hist.end()
 	raw, from := a.hist.slice(a.readPos, end)
 	p := page{raw: raw, from: from, asked: a.readPos,
-		head: []string{fmt.Sprintf("[terminal %s has exited (%s); nothing more can be sent to it. Close it with terminal_close]", a.opts.ID, a.exit)},
+		head:  []string{fmt.Sprintf("[terminal %s has exited (%s); nothing more can be sent to it. Close it with terminal_close]", a.opts.ID, a.exit)},
 		cover: a.coverage()}
 	a.readPos = end
 	return a.result(callID, tool, p, Readiness{Reason: ReadyExited, Detail: a.exit.String(), Exit: a.exit}, true)
