@@ -245,7 +245,9 @@ func (h *Host) agentPID(ctx context.Context, id string) (*actor.PID, error) {
 // resets its shell; a terminal_send releases the terminal's reservation; a
 // terminal_open closes the terminal nobody saw; a terminal_read or
 // task_output stops waiting; a background send, whose task id the caller
-// may not have seen, is stopped as task_kill would.
+// may not have seen, is stopped as task_kill would. Output an answer
+// carried to a caller that had gone comes again in the terminal's or the
+// task's next result, or that result says which bytes to page.
 func (h *Host) Call(ctx context.Context, agentID, tool string, args json.RawMessage) (*messages.ToolResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err // withdrawn before it started: nothing runs

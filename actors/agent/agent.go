@@ -102,6 +102,11 @@ type Actor struct {
 	// stops with calls in its mailbox (protoactor drops them) cannot leave
 	// a caller waiting, because the agent answers those itself.
 	inflight map[string]inflight
+	// answered are the last calls answered by terminals and tasks: a caller
+	// that had gone when the answer came withdraws the call after it was
+	// answered, and the child says what the answer carried to the next
+	// result (see withdraw).
+	answered []answeredCall
 	// lists are the terminal_list calls waiting for their terminals.
 	lists map[string]*listing
 	// lost survives a restart of the agent (it is shared with the
@@ -114,6 +119,16 @@ type Actor struct {
 
 // lostNote says what an agent restart took away.
 type lostNote struct{ text string }
+
+// answeredCall is a call a terminal or the tasks answered.
+type answeredCall struct {
+	callID string
+	child  *actor.PID
+}
+
+// answeredKept is how many answered calls the agent remembers: a caller
+// withdraws at once when its context ends.
+const answeredKept = 16
 
 // inflight is a call a child has.
 type inflight struct {
@@ -230,17 +245,15 @@ func (a *Actor) Receive(ctx actor.Context) {
 		// The child that has the call withdraws it; nobody waits for its
 		// answer any more.
 		f, ok := a.inflight[m.CallId]
-		if !ok {
+		if ok {
+			delete(a.inflight, m.CallId)
+			a.withdraw(ctx, m.CallId, f.child)
 			break
 		}
-		delete(a.inflight, m.CallId)
-		switch {
-		case f.child.Equal(a.shell):
-			ctx.Send(f.child, &shell.Cancel{CallID: m.CallId})
-		case f.child.Equal(a.tasks):
-			ctx.Send(f.child, &tasks.Cancel{CallID: m.CallId})
-		default:
-			ctx.Send(f.child, &terminal.Cancel{CallID: m.CallId})
+		for _, c := range a.answered {
+			if c.callID == m.CallId {
+				a.withdraw(ctx, m.CallId, c.child)
+			}
 		}
 	case *messages.ToolResult:
 		if f, ok := a.inflight[m.CallId]; ok {
@@ -250,6 +263,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 			}
 			if f.tool != shell.ToolName {
 				m = fitResult(m, a.opts.Config.Terminal.MaxResultBytes)
+				if len(a.answered) == answeredKept {
+					a.answered = a.answered[1:]
+				}
+				a.answered = append(a.answered, answeredCall{callID: m.CallId, child: f.child})
 			}
 			if f.tool == terminal.ToolClose && !m.IsError {
 				// Closed: the id is gone now, not when the actor's stop
@@ -396,3 +413,16 @@ func (a *Actor) tasksPID(ctx actor.Context) *actor.PID {
 // real actor system that a failure is logged with its stack, supervised, and
 // contained.
 type crash struct{ reason any }
+
+// withdraw tells the child that has (or answered) a call that its caller
+// is gone.
+func (a *Actor) withdraw(ctx actor.Context, callID string, child *actor.PID) {
+	switch {
+	case child.Equal(a.shell):
+		ctx.Send(child, &shell.Cancel{CallID: callID})
+	case child.Equal(a.tasks):
+		ctx.Send(child, &tasks.Cancel{CallID: callID})
+	default:
+		ctx.Send(child, &terminal.Cancel{CallID: callID})
+	}
+}

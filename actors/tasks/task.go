@@ -3,6 +3,7 @@ package tasks
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -25,9 +26,14 @@ type task struct {
 	registry *actor.PID
 	send     func(any)
 
-	offset   int64  // the terminal history offset of pending[0]
-	pending  []byte // output not yet returned
-	dropped  int64  // bytes of pending dropped to stay bounded
+	offset  int64  // the terminal history offset of pending[0]
+	pending []byte // output not yet returned
+	// answered are the last task_output answers, taken back if their
+	// callers turn out to have gone (see withdrawAnswered), and lost says
+	// what could not be.
+	answered []answeredOutput
+	lost     []string
+	dropped  int64 // bytes of pending dropped to stay bounded
 	done     bool
 	ready    terminal.Readiness
 	waiters  []*outputWaiter
@@ -68,7 +74,7 @@ func (t *task) Receive(ctx actor.Context) {
 	case *actor.Started:
 		root, self := ctx.ActorSystem().Root, ctx.Self()
 		t.send = func(msg any) { root.Send(self, msg) }
-		ctx.Request(t.start.Terminal, &terminal.Reserve{TaskID: t.id, Input: t.start.Input, Subscriber: self})
+		ctx.Request(t.start.Terminal, &terminal.Reserve{TaskID: t.id, CallID: t.start.CallID, Input: t.start.Input, Subscriber: self})
 	case *actor.Stopping:
 		t.stopTimers()
 		for _, w := range t.waiters {
@@ -184,7 +190,9 @@ func (t *task) answerWaiter(ctx actor.Context, w *outputWaiter) {
 // result returns the pending output and the task's state, and marks the
 // output as returned.
 func (t *task) result(callID, tool, note string) *messages.ToolResult {
-	var head, tail []string
+	notes := t.lost
+	head, tail := notes[:len(notes):len(notes)], []string(nil)
+	t.lost = nil
 	if note != "" {
 		head = append(head, note)
 	}
@@ -209,6 +217,10 @@ func (t *task) result(callID, tool, note string) *messages.ToolResult {
 	// The cap is for text and data together.
 	text := fitTask(head, t.pending, t.offset, t.start.TerminalID, tail, t.cfg.MaxResultBytes-len(b))
 	t.offset += int64(len(t.pending))
+	if len(t.answered) == answeredKept {
+		t.answered = slices.Delete(t.answered, 0, 1)
+	}
+	t.answered = append(t.answered, answeredOutput{callID: callID, from: t.offset - int64(len(t.pending)), out: t.pending, notes: notes})
 	t.pending, t.dropped = nil, 0
 	return &messages.ToolResult{CallId: callID, Tool: tool, Text: text, Data: b}
 }
@@ -244,7 +256,44 @@ var killSteps = []string{"SIGINT", "SIGTERM", "SIGKILL", "giving up its reservat
 
 var killSignals = []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL}
 
+// answeredOutput is a task_output answer: the output it carried, from the
+// terminal history offset from.
+type answeredOutput struct {
+	callID string
+	from   int64
+	out    []byte
+	notes  []string // notices of lost it carried
+}
+
+// answeredKept is how many answers a task remembers: a caller withdraws at
+// once when its context ends.
+const answeredKept = 16
+
+// withdrawAnswered handles the cancel of a task_output already answered:
+// its caller had gone, so the output it carried reached nobody. The latest
+// answer's output comes again; an older one's is named, with where to page
+// it, in the next result.
+func (t *task) withdrawAnswered(callID string) {
+	i := slices.IndexFunc(t.answered, func(x answeredOutput) bool { return x.callID == callID })
+	if i < 0 {
+		return
+	}
+	l, latest := t.answered[i], i == len(t.answered)-1
+	t.answered = slices.Delete(t.answered, i, i+1)
+	t.lost = append(t.lost, l.notes...) // they reached nobody either
+	switch {
+	case len(l.out) == 0:
+	case latest && t.dropped == 0:
+		t.offset = l.from
+		t.pending = append(l.out, t.pending...)
+	default:
+		t.lost = append(t.lost, fmt.Sprintf("[output bytes %d-%d of terminal %s went to a task_output that was cancelled before its answer reached anyone: terminal_read with offset %d pages them]",
+			l.from, l.from+int64(len(l.out)), t.start.TerminalID, l.from))
+	}
+}
+
 func (t *task) cancel(ctx actor.Context, callID string) {
+	t.withdrawAnswered(callID)
 	kept := t.waiters[:0]
 	for _, w := range t.waiters {
 		if w.callID != callID {
@@ -259,6 +308,11 @@ func (t *task) cancel(ctx actor.Context, callID string) {
 		}
 	}
 	t.waiters = kept
+	if callID == t.start.CallID {
+		// The output nobody had read before the task, which the answer
+		// carried, may have reached nobody: the terminal says so.
+		ctx.Send(t.start.Terminal, &terminal.Cancel{CallID: callID})
+	}
 	if callID == t.start.CallID && !t.done && t.killing == nil {
 		// The send that started this task was withdrawn: its caller may
 		// never have seen the task id, so nobody could stop it.

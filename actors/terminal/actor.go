@@ -74,6 +74,20 @@ type Actor struct {
 	// groupCPU is the foreground group's processor time, read when a wait
 	// might settle.
 	groupCPU *cpuSample
+	// answered are the last calls answered with unread output, and lost
+	// says what went to calls whose callers had gone (see
+	// withdrawAnswered).
+	answered []answered
+	lost     []string
+	carried  []string // the notices of lost the result being made carries
+}
+
+// answered is a call the terminal answered with the unread output from to.
+type answered struct {
+	callID   string
+	kind     waiterKind
+	from, to int64
+	notes    []string // notices of lost it carried
 }
 
 // deadlineTick ends one waiter's wait; graceTick ends a close's grace.
@@ -306,7 +320,7 @@ func (a *Actor) open(ctx actor.Context, m *Open) {
 		ctx.Stop(ctx.Self())
 		return
 	}
-	a.addWaiter(ctx, &waiter{kind: waitOpen, callID: m.CallID, sender: ctx.Sender(), from: 0, settle: true}, ms(a.opts.Config.DefaultWaitMs))
+	a.addWaiter(ctx, &waiter{kind: waitOpen, callID: m.CallID, sender: ctx.Sender(), settle: true}, ms(a.opts.Config.DefaultWaitMs))
 }
 
 func (a *Actor) signal(ctx actor.Context, callID string, sig syscall.Signal) {

@@ -76,7 +76,7 @@ func (a *Actor) finishClose(ctx actor.Context) {
 	end := a.hist.end()
 	raw, from := a.hist.slice(a.readPos, end)
 	p := page{raw: raw, from: from, asked: a.readPos,
-		head:  []string{fmt.Sprintf("[terminal %s closed; its program's status: %s; every process of its session has been ended]", a.opts.ID, status)},
+		head:  a.lostNotes([]string{fmt.Sprintf("[terminal %s closed; its program's status: %s; every process of its session has been ended]", a.opts.ID, status)}),
 		cover: a.coverage()}
 	res := a.result(c.callID, ToolClose, p, r, false)
 	a.teardown(ctx, "the terminal was closed")

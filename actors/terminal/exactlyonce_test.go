@@ -1,10 +1,12 @@
 package terminal_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -169,4 +171,109 @@ func TestACloseReturnsNothingAWaitingCallTook(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The same when callers give up at any moment, answered or not: output an
+// answer carried to a caller that had gone comes again in the next result,
+// or that result says which bytes to page.
+func TestWithdrawnCallsLoseNoOutput(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	f := newFixture(t, nil)
+	id, first := f.open(`{}`)
+	var mu sync.Mutex
+	var got strings.Builder
+	keep := func(text string) {
+		mu.Lock()
+		got.WriteString(text + "\n")
+		mu.Unlock()
+	}
+	keep(first.text)
+	const tokens = 300
+	keep(f.send(id, fmt.Sprintf(`(for i in $(seq 1 %d); do printf '<T%%d>\n' $i; sleep 0.002; done) &`, tokens), "Enter").text)
+
+	var wg sync.WaitGroup
+	for g := range 3 {
+		rng := rand.New(rand.NewPCG(seed, uint64(g)))
+		wg.Go(func() {
+			for i := range 40 {
+				var tool string
+				args := map[string]any{"terminal_id": id}
+				switch rng.IntN(4) {
+				case 0, 1:
+					tool, args["wait_ms"] = "terminal_read", rng.IntN(20)
+				case 2:
+					tool, args["text"], args["keys"], args["wait_ms"] = "terminal_send", fmt.Sprintf("echo s-%d-%d", g, i), []string{"Enter"}, 2000
+				default:
+					tool, args["text"], args["keys"], args["run_in_background"] = "terminal_send", fmt.Sprintf("echo b-%d-%d", g, i), []string{"Enter"}, true
+				}
+				ctx, cancel := context.WithTimeout(hosttest.Context(t), time.Duration(rng.IntN(3000))*time.Microsecond)
+				b, _ := json.Marshal(args)
+				r, err := f.h.Call(ctx, "a", tool, b)
+				cancel()
+				if err == nil {
+					keep(r.Text)
+				}
+				// Every task is collected, to its end, by calls that may
+				// give up too.
+				for _, task := range regexp.MustCompile(`(task-\d+) on `+id+`, running`).FindAllStringSubmatch(f.call("task_list", `{}`).text, -1) {
+					for range 100 {
+						ctx, cancel := context.WithTimeout(hosttest.Context(t), time.Duration(rng.IntN(3000))*time.Microsecond)
+						r, err := f.h.Call(ctx, "a", "task_output", json.RawMessage(fmt.Sprintf(`{"task_id":%q,"wait_ms":50}`, task[1])))
+						cancel()
+						if err == nil {
+							keep(r.Text)
+							if strings.Contains(r.Text, task[1]+" finished") {
+								break
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// What was left: the tasks' last output, the job's end, and the pages
+	// that notices point to.
+	for _, task := range regexp.MustCompile(`(task-\d+) on `).FindAllStringSubmatch(f.call("task_list", `{}`).text, -1) {
+		for range 100 {
+			o := f.call("task_output", fmt.Sprintf(`{"task_id":%q,"wait_ms":1000}`, task[1]))
+			keep(o.text)
+			if o.data["running"] == false {
+				break
+			}
+		}
+	}
+	keep(f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":"wait","keys":["Enter"],"wait_ms":60000}`, id)).text)
+	mu.Lock()
+	so := got.String()
+	mu.Unlock()
+	for _, n := range regexp.MustCompile(`\[output bytes (\d+)-(\d+) (?:of terminal t1 )?went to a (?:call|task_output) that was cancelled`).FindAllStringSubmatch(so, -1) {
+		from, to := n[1], n[2]
+		page := f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"offset":%s,"limit":%s}`, id, from, fmt.Sprint(atoi(t, to)-atoi(t, from))))
+		keep(page.text)
+	}
+	keep(f.call("terminal_close", fmt.Sprintf(`{"terminal_id":%q}`, id)).text)
+
+	seen := make(map[string]int)
+	for _, m := range regexp.MustCompile(`<T(\d+)>`).FindAllStringSubmatch(got.String(), -1) {
+		seen[m[1]]++
+	}
+	var bad []string
+	for i := 1; i <= tokens; i++ {
+		if n := seen[fmt.Sprint(i)]; n != 1 {
+			bad = append(bad, fmt.Sprintf("<T%d> %d times", i, n))
+		}
+	}
+	if len(bad) > 0 {
+		t.Fatalf("tokens not returned exactly once: %s\nresults:\n%s", strings.Join(bad, ", "), got.String())
+	}
+}
+
+func atoi(t *testing.T, s string) int64 {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

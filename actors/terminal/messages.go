@@ -76,7 +76,10 @@ type (
 	// input and streams what follows to Subscriber as *TaskEvent. The answer
 	// is *Reserved or *Busy.
 	Reserve struct {
-		TaskID     string
+		TaskID string
+		// CallID is the background send's: a Cancel of it after the answer
+		// says that the output the answer carried reached nobody.
+		CallID     string
 		Input      []byte
 		Subscriber *actor.PID
 	}

@@ -43,7 +43,6 @@ type waiter struct {
 	kind   waiterKind
 	callID string
 	sender *actor.PID
-	from   int64 // where its output starts in the history
 	wait   time.Duration
 	timer  *time.Timer
 	args   ReadArgs
@@ -164,13 +163,15 @@ func (a *Actor) answer(ctx actor.Context, w *waiter, r Readiness) {
 	tool := toolOf(w.kind)
 	end := a.returnable()
 	// An unread byte goes to one result: a wait that began before another
-	// result took its bytes starts where that one ended.
-	asked := max(w.from, a.readPos)
+	// result took its bytes starts where that one ended (and where a
+	// withdrawn answer's bytes begin again).
+	asked := a.readPos
 	raw, from := a.hist.slice(asked, end)
 	a.readPos = end
-	p := page{raw: raw, from: from, asked: asked}
+	p := page{raw: raw, from: from, asked: asked, head: a.lostNotes(nil)}
+	a.noteAnswer(w.callID, w.kind, asked, end)
 	if w.kind == waitOpen {
-		p.head = []string{fmt.Sprintf("[terminal %s opened: %s]", a.opts.ID, a.command)}
+		p.head = append(p.head, fmt.Sprintf("[terminal %s opened: %s]", a.opts.ID, a.command))
 	}
 	p.tail, p.cover = []string{readyLine(r)}, a.coverage()
 	ctx.Send(w.sender, a.result(w.callID, tool, p, r, false))

@@ -3,6 +3,7 @@ package terminal
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"syscall"
 	"time"
 
@@ -85,16 +86,69 @@ func (a *Actor) yieldReads(ctx actor.Context) {
 	}
 }
 
+// withdrawAnswered handles the cancel of the call answered last: its
+// caller had gone when the answer came, so the output it carried reached
+// nobody. It comes again in the next result if nothing was taken since;
+// otherwise the next result says where to page it. An open nobody saw is
+// to be closed (the answer is true).
+func (a *Actor) withdrawAnswered(callID string) (opening bool) {
+	i := slices.IndexFunc(a.answered, func(x answered) bool { return x.callID == callID })
+	if i < 0 {
+		return false
+	}
+	l, latest := a.answered[i], i == len(a.answered)-1
+	a.answered = slices.Delete(a.answered, i, i+1)
+	a.lost = append(a.lost, l.notes...) // they reached nobody either
+	switch {
+	case l.kind == waitOpen:
+		return true
+	case l.to <= l.from:
+	case latest && a.holder == nil && a.readPos == l.to:
+		a.readPos = l.from
+	default:
+		a.lost = append(a.lost, fmt.Sprintf("[output bytes %d-%d went to a call that was cancelled before its answer reached anyone: terminal_read with offset %d pages them]", l.from, l.to, l.from))
+	}
+	return false
+}
+
+// answeredKept is how many answers a terminal remembers (see
+// withdrawAnswered): a caller withdraws at once when its context ends.
+const answeredKept = 16
+
+// noteAnswer remembers an answer that took the unread output from to.
+func (a *Actor) noteAnswer(callID string, kind waiterKind, from, to int64) {
+	if len(a.answered) == answeredKept {
+		a.answered = slices.Delete(a.answered, 0, 1)
+	}
+	a.answered = append(a.answered, answered{callID: callID, kind: kind, from: from, to: to, notes: a.carried})
+	a.carried = nil
+}
+
+// lostNotes are the notices of withdrawAnswered for the next result.
+func (a *Actor) lostNotes(head []string) []string {
+	if len(a.lost) == 0 {
+		return head
+	}
+	a.carried = a.lost
+	notes := append(a.lost[:len(a.lost):len(a.lost)], head...)
+	a.lost = nil
+	return notes
+}
+
 // cancel withdraws a call (see Cancel).
 func (a *Actor) cancel(ctx actor.Context, callID string) {
-	opening := false
+	opening, waiting := false, false
 	a.dropWaiters(func(w *waiter) bool {
 		if w.kind == waitTask || w.callID != callID {
 			return false
 		}
 		opening = opening || w.kind == waitOpen
+		waiting = true
 		return true
 	})
+	if !waiting {
+		opening = a.withdrawAnswered(callID)
+	}
 	if h := a.holder; h != nil && !h.task && h.id == callID {
 		a.holder = nil
 	}
@@ -117,7 +171,7 @@ func (a *Actor) foregroundSend(ctx actor.Context, m *Send) {
 	a.yieldReads(ctx)
 	a.holder = &holder{id: m.CallID, since: time.Now()}
 	a.type_(m.Input)
-	a.addWaiter(ctx, &waiter{kind: waitSend, callID: m.CallID, sender: ctx.Sender(), from: a.readPos, settle: m.Settle}, m.Wait)
+	a.addWaiter(ctx, &waiter{kind: waitSend, callID: m.CallID, sender: ctx.Sender(), settle: m.Settle}, m.Wait)
 }
 
 // type_ writes input; the shell's prompt, if it showed, is no longer idle.
@@ -136,16 +190,16 @@ func (a *Actor) reserve(ctx actor.Context, m *Reserve) {
 		return
 	}
 	a.yieldReads(ctx)
-	r := a.reserved(m.TaskID)
+	r := a.reserved(m.TaskID, m.CallID)
 	ctx.Respond(r)
 	a.holder = &holder{id: m.TaskID, task: true, since: time.Now(), subscriber: m.Subscriber, sent: r.Offset}
 	a.type_(m.Input)
-	a.addWaiter(ctx, &waiter{kind: waitTask, callID: m.TaskID, from: r.Offset}, 0)
+	a.addWaiter(ctx, &waiter{kind: waitTask, callID: m.TaskID}, 0)
 }
 
 // reserved answers a Reserve: what follows is the task's, and what came
 // before and was not read yet goes with the background send's result.
-func (a *Actor) reserved(taskID string) *Reserved {
+func (a *Actor) reserved(taskID, callID string) *Reserved {
 	end := a.returnable()
 	raw, from := a.hist.slice(a.readPos, end)
 	p := page{raw: raw, from: from, asked: a.readPos,
@@ -153,6 +207,8 @@ func (a *Actor) reserved(taskID string) *Reserved {
 	if from < end || from > a.readPos {
 		p.cover = a.coverage()
 	}
+	p.head = a.lostNotes(p.head)
+	a.noteAnswer(callID, waitSend, p.asked, end)
 	a.readPos = end
 	data, _ := json.Marshal(map[string]any{"task_id": taskID, "terminal_id": a.opts.ID, "running": true})
 	text, _, _ := p.render(a.opts.Config.MaxResultBytes - len(data))

@@ -21,7 +21,7 @@ func (a *Actor) read(ctx actor.Context, m *Read) {
 		ctx.Respond(a.busyResult(m.CallID, ToolRead, a.readBusy()))
 		return
 	}
-	w := &waiter{kind: waitRead, callID: m.CallID, sender: ctx.Sender(), from: a.readPos, args: m.Args, settle: m.Args.WaitMs == nil}
+	w := &waiter{kind: waitRead, callID: m.CallID, sender: ctx.Sender(), args: m.Args, settle: m.Args.WaitMs == nil}
 	wait := a.opts.Config.Wait(m.Args.WaitMs)
 	if a.exit != nil || wait == 0 {
 		a.answer(ctx, w, a.currentState())
@@ -98,8 +98,9 @@ func (a *Actor) exitedResult(callID, tool string) *messages.ToolResult {
 	end := a.hist.end()
 	raw, from := a.hist.slice(a.readPos, end)
 	p := page{raw: raw, from: from, asked: a.readPos,
-		head:  []string{fmt.Sprintf("[terminal %s has exited (%s); nothing more can be sent to it. Close it with terminal_close]", a.opts.ID, a.exit)},
+		head:  a.lostNotes([]string{fmt.Sprintf("[terminal %s has exited (%s); nothing more can be sent to it. Close it with terminal_close]", a.opts.ID, a.exit)}),
 		cover: a.coverage()}
+	a.noteAnswer(callID, waitRead, p.asked, end)
 	a.readPos = end
 	return a.result(callID, tool, p, Readiness{Reason: ReadyExited, Detail: a.exit.String(), Exit: a.exit}, true)
 }
