@@ -28,14 +28,8 @@ func TestEveryByteLandsInExactlyOneResult(t *testing.T) {
 	f := newFixture(t, nil)
 	id, first := f.open(`{}`)
 
-	var mu sync.Mutex
-	var got strings.Builder
-	keep := func(text string) {
-		mu.Lock()
-		got.WriteString(text)
-		got.WriteByte('\n')
-		mu.Unlock()
-	}
+	got := &ledger{}
+	keep := got.keep
 	keep(first.text)
 	const tokens = 400
 	keep(f.send(id, fmt.Sprintf(`(for i in $(seq 1 %d); do printf '<T%%d>\n' $i; sleep 0.001; done; printf '<T%%s>\n' end) &`, tokens), "Enter").text)
@@ -103,8 +97,36 @@ func TestEveryByteLandsInExactlyOneResult(t *testing.T) {
 	keep(f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":"wait","keys":["Enter"],"wait_ms":60000}`, id)).text)
 	keep(f.call("terminal_close", fmt.Sprintf(`{"terminal_id":%q}`, id)).text)
 
+	if !strings.Contains(got.String(), "<Tend>") {
+		t.Fatalf("the job's last line never came:\n%s", got.String())
+	}
+	got.eachTokenOnce(t, tokens)
+}
+
+// ledger collects the text of results, from any goroutine.
+type ledger struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *ledger) keep(text string) {
+	l.mu.Lock()
+	l.b.WriteString(text + "\n")
+	l.mu.Unlock()
+}
+
+func (l *ledger) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// eachTokenOnce fails unless each of <T1> to <Ttokens> came back once.
+func (l *ledger) eachTokenOnce(t *testing.T, tokens int) {
+	t.Helper()
+	got := l.String()
 	seen := make(map[string]int)
-	for _, m := range regexp.MustCompile(`<T(\d+)>`).FindAllStringSubmatch(got.String(), -1) {
+	for _, m := range regexp.MustCompile(`<T(\d+)>`).FindAllStringSubmatch(got, -1) {
 		seen[m[1]]++
 	}
 	var bad []string
@@ -113,11 +135,8 @@ func TestEveryByteLandsInExactlyOneResult(t *testing.T) {
 			bad = append(bad, fmt.Sprintf("<T%d> %d times", i, n))
 		}
 	}
-	if !strings.Contains(got.String(), "<Tend>") {
-		bad = append(bad, "the job's last line never came")
-	}
 	if len(bad) > 0 {
-		t.Fatalf("tokens not returned exactly once: %s\nresults:\n%s", strings.Join(bad, ", "), got.String())
+		t.Fatalf("tokens not returned exactly once: %s\nresults:\n%s", strings.Join(bad, ", "), got)
 	}
 }
 
@@ -181,13 +200,8 @@ func TestWithdrawnCallsLoseNoOutput(t *testing.T) {
 	t.Logf("seed %d", seed)
 	f := newFixture(t, nil)
 	id, first := f.open(`{}`)
-	var mu sync.Mutex
-	var got strings.Builder
-	keep := func(text string) {
-		mu.Lock()
-		got.WriteString(text + "\n")
-		mu.Unlock()
-	}
+	got := &ledger{}
+	keep := got.keep
 	keep(first.text)
 	const tokens = 300
 	keep(f.send(id, fmt.Sprintf(`(for i in $(seq 1 %d); do printf '<T%%d>\n' $i; sleep 0.002; done) &`, tokens), "Enter").text)
@@ -245,29 +259,14 @@ func TestWithdrawnCallsLoseNoOutput(t *testing.T) {
 		}
 	}
 	keep(f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":"wait","keys":["Enter"],"wait_ms":60000}`, id)).text)
-	mu.Lock()
 	so := got.String()
-	mu.Unlock()
 	for _, n := range regexp.MustCompile(`\[output bytes (\d+)-(\d+) (?:of terminal t1 )?went to a (?:call|task_output) that was cancelled`).FindAllStringSubmatch(so, -1) {
 		from, to := n[1], n[2]
 		page := f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"offset":%s,"limit":%s}`, id, from, fmt.Sprint(atoi(t, to)-atoi(t, from))))
 		keep(page.text)
 	}
 	keep(f.call("terminal_close", fmt.Sprintf(`{"terminal_id":%q}`, id)).text)
-
-	seen := make(map[string]int)
-	for _, m := range regexp.MustCompile(`<T(\d+)>`).FindAllStringSubmatch(got.String(), -1) {
-		seen[m[1]]++
-	}
-	var bad []string
-	for i := 1; i <= tokens; i++ {
-		if n := seen[fmt.Sprint(i)]; n != 1 {
-			bad = append(bad, fmt.Sprintf("<T%d> %d times", i, n))
-		}
-	}
-	if len(bad) > 0 {
-		t.Fatalf("tokens not returned exactly once: %s\nresults:\n%s", strings.Join(bad, ", "), got.String())
-	}
+	got.eachTokenOnce(t, tokens)
 }
 
 func atoi(t *testing.T, s string) int64 {
