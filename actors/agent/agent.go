@@ -128,7 +128,17 @@ type answeredCall struct {
 
 // answeredKept is how many answered calls the agent remembers: a caller
 // withdraws at once when its context ends.
-const answeredKept = 16
+const answeredKept = 64
+
+// carriesOutput reports whether tool's answers carry a terminal's output
+// (or its id), which a withdrawn answer must not lose.
+func carriesOutput(tool string) bool {
+	switch tool {
+	case terminal.ToolOpen, terminal.ToolSend, terminal.ToolRead, tasks.ToolOutput, tasks.ToolKill:
+		return true
+	}
+	return false
+}
 
 // inflight is a call a child has.
 type inflight struct {
@@ -263,6 +273,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 			}
 			if f.tool != shell.ToolName {
 				m = fitResult(m, a.opts.Config.Terminal.MaxResultBytes)
+			}
+			if carriesOutput(f.tool) {
 				if len(a.answered) == answeredKept {
 					a.answered = a.answered[1:]
 				}

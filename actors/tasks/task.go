@@ -32,7 +32,7 @@ type task struct {
 	// callers turn out to have gone (see withdrawAnswered), and lost says
 	// what could not be.
 	answered []answeredOutput
-	lost     []string
+	lost     terminal.LostOutput
 	dropped  int64 // bytes of pending dropped to stay bounded
 	done     bool
 	ready    terminal.Readiness
@@ -190,9 +190,8 @@ func (t *task) answerWaiter(ctx actor.Context, w *outputWaiter) {
 // result returns the pending output and the task's state, and marks the
 // output as returned.
 func (t *task) result(callID, tool, note string) *messages.ToolResult {
-	notes := t.lost
-	head, tail := notes[:len(notes):len(notes)], []string(nil)
-	t.lost = nil
+	notes := t.lost.Take()
+	head, tail := notes.Notes(t.start.TerminalID), []string(nil)
 	if note != "" {
 		head = append(head, note)
 	}
@@ -262,7 +261,7 @@ type answeredOutput struct {
 	callID string
 	from   int64
 	out    []byte
-	notes  []string // notices of lost it carried
+	notes  terminal.LostOutput // what of lost it named
 }
 
 // answeredKept is how many answers a task remembers: a caller withdraws at
@@ -280,20 +279,24 @@ func (t *task) withdrawAnswered(callID string) {
 	}
 	l, latest := t.answered[i], i == len(t.answered)-1
 	t.answered = slices.Delete(t.answered, i, i+1)
-	t.lost = append(t.lost, l.notes...) // they reached nobody either
+	t.lost.AddAll(l.notes) // they reached nobody either
 	switch {
 	case len(l.out) == 0:
 	case latest && t.dropped == 0:
 		t.offset = l.from
 		t.pending = append(l.out, t.pending...)
 	default:
-		t.lost = append(t.lost, fmt.Sprintf("[output bytes %d-%d of terminal %s went to a task_output that was cancelled before its answer reached anyone: terminal_read with offset %d pages them]",
-			l.from, l.from+int64(len(l.out)), t.start.TerminalID, l.from))
+		t.lost.Add(l.from, l.from+int64(len(l.out)))
 	}
 }
 
 func (t *task) cancel(ctx actor.Context, callID string) {
 	t.withdrawAnswered(callID)
+	if k := t.killing; k != nil && k.callID == callID {
+		// The kill goes on (its signals are sent), but nobody waits for
+		// its answer: the output stays for the next task_output.
+		k.callID, k.sender = "", nil
+	}
 	kept := t.waiters[:0]
 	for _, w := range t.waiters {
 		if w.callID != callID {

@@ -78,8 +78,8 @@ type Actor struct {
 	// says what went to calls whose callers had gone (see
 	// withdrawAnswered).
 	answered []answered
-	lost     []string
-	carried  []string // the notices of lost the result being made carries
+	lost     LostOutput
+	carried  LostOutput // what of lost the result being made names
 }
 
 // answered is a call the terminal answered with the unread output from to.
@@ -87,7 +87,7 @@ type answered struct {
 	callID   string
 	kind     waiterKind
 	from, to int64
-	notes    []string // notices of lost it carried
+	notes    LostOutput // what of lost it named
 }
 
 // deadlineTick ends one waiter's wait; graceTick ends a close's grace.

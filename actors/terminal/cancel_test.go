@@ -147,3 +147,37 @@ func TestEveryResultIsWithinTheCap(t *testing.T) {
 		t.Fatalf("offset 1 with the largest limit: %+v", p)
 	}
 }
+
+// A task_kill whose caller gives up goes on, but takes no output with it:
+// what the task printed meanwhile comes with the next task_output.
+func TestAWithdrawnKillTakesNoOutput(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Terminal.KillGraceMs = 300 })
+	id, _ := f.open(`{}`)
+	page := func(want string) func() (bool, string) {
+		return func() (bool, string) {
+			p := f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"offset":0}`, id)).text
+			return strings.Contains(p, want), p
+		}
+	}
+	py := testkit.Python3(t)
+	text := py + ` -c 'import signal, time; signal.signal(signal.SIGINT, lambda *a: print("<K-" + "int>", flush=True)); print("<K-" + "ready>", flush=True); time.sleep(600)'`
+	b, _ := json.Marshal(map[string]any{"terminal_id": id, "text": text, "keys": []string{"Enter"}, "run_in_background": true})
+	task, _ := f.call("terminal_send", string(b)).data["task_id"].(string)
+	testkit.Eventually(t, "the program ready", page("<K-ready>\n"))
+	f.cancelWhen("task_kill", fmt.Sprintf(`{"task_id":%q}`, task), page("<K-int>\n"))
+	testkit.Eventually(t, "the kill to end the task", func() (bool, string) {
+		l := f.call("task_list", `{}`).text
+		return !strings.Contains(l, "running"), l
+	})
+	var out strings.Builder
+	for range 50 {
+		o := f.call("task_output", fmt.Sprintf(`{"task_id":%q,"wait_ms":5000}`, task))
+		out.WriteString(o.text)
+		if o.data["running"] == false {
+			break
+		}
+	}
+	if !strings.Contains(out.String(), "<K-int>\n") || !strings.Contains(out.String(), "<K-ready>\n") {
+		t.Fatalf("the task's output after a withdrawn kill:\n%s", out.String())
+	}
+}

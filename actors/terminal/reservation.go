@@ -98,7 +98,7 @@ func (a *Actor) withdrawAnswered(callID string) (opening bool) {
 	}
 	l, latest := a.answered[i], i == len(a.answered)-1
 	a.answered = slices.Delete(a.answered, i, i+1)
-	a.lost = append(a.lost, l.notes...) // they reached nobody either
+	a.lost.AddAll(l.notes) // they reached nobody either
 	switch {
 	case l.kind == waitOpen:
 		return true
@@ -106,33 +106,27 @@ func (a *Actor) withdrawAnswered(callID string) (opening bool) {
 	case latest && a.holder == nil && a.readPos == l.to:
 		a.readPos = l.from
 	default:
-		a.lost = append(a.lost, fmt.Sprintf("[output bytes %d-%d went to a call that was cancelled before its answer reached anyone: terminal_read with offset %d pages them]", l.from, l.to, l.from))
+		a.lost.Add(l.from, l.to)
 	}
 	return false
 }
 
 // answeredKept is how many answers a terminal remembers (see
 // withdrawAnswered): a caller withdraws at once when its context ends.
-const answeredKept = 16
+const answeredKept = 64
 
 // noteAnswer remembers an answer that took the unread output from to.
 func (a *Actor) noteAnswer(callID string, kind waiterKind, from, to int64) {
 	if len(a.answered) == answeredKept {
 		a.answered = slices.Delete(a.answered, 0, 1)
 	}
-	a.answered = append(a.answered, answered{callID: callID, kind: kind, from: from, to: to, notes: a.carried})
-	a.carried = nil
+	a.answered = append(a.answered, answered{callID: callID, kind: kind, from: from, to: to, notes: a.carried.Take()})
 }
 
 // lostNotes are the notices of withdrawAnswered for the next result.
 func (a *Actor) lostNotes(head []string) []string {
-	if len(a.lost) == 0 {
-		return head
-	}
-	a.carried = a.lost
-	notes := append(a.lost[:len(a.lost):len(a.lost)], head...)
-	a.lost = nil
-	return notes
+	a.carried = a.lost.Take()
+	return append(a.carried.Notes(a.opts.ID), head...)
 }
 
 // cancel withdraws a call (see Cancel).
