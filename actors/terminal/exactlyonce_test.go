@@ -260,7 +260,7 @@ func TestWithdrawnCallsLoseNoOutput(t *testing.T) {
 	}
 	keep(f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":"wait","keys":["Enter"],"wait_ms":60000}`, id)).text)
 	so := got.String()
-	for _, n := range regexp.MustCompile(`\[output bytes (\d+)-(\d+) went to a call that was cancelled`).FindAllStringSubmatch(so, -1) {
+	for _, n := range regexp.MustCompile(`\[output bytes (\d+)-(\d+) went to a call cancelled as it was answered`).FindAllStringSubmatch(so, -1) {
 		from, to := n[1], n[2]
 		page := f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"offset":%s,"limit":%s}`, id, from, fmt.Sprint(atoi(t, to)-atoi(t, from))))
 		keep(page.text)

@@ -52,7 +52,7 @@ func (l *LostOutput) Take() LostOutput {
 func (l LostOutput) Notes(terminalID string) []string {
 	var notes []string
 	for _, r := range l.ranges {
-		notes = append(notes, fmt.Sprintf("[output bytes %d-%d went to a call that was cancelled before its answer reached anyone: terminal_read on %s with offset %d and limit %d pages them]",
+		notes = append(notes, fmt.Sprintf("[output bytes %d-%d went to a call cancelled as it was answered: terminal_read on %s with offset %d and limit %d pages them]",
 			r[0], r[1], terminalID, r[0], r[1]-r[0]))
 	}
 	return notes

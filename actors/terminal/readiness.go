@@ -29,8 +29,9 @@ type cpuSample struct {
 	at   time.Time
 }
 
-// groupQuiet is how long the whole foreground group must use no processor
-// time, on top of the looks' quiet, before a wait settles.
+// groupQuiet is the least time the whole foreground group must be seen
+// not to run, on top of the looks' quiet, before a wait settles (a quarter
+// of idleSilenceMs when that is longer).
 const groupQuiet = 100 * time.Millisecond
 
 // promptRetry looks again.
@@ -253,7 +254,7 @@ func (a *Actor) settles(ctx actor.Context, p *ptyproc.Probe) {
 		return
 	}
 	cpu, err := procfs.GroupCPU(p.Pgrp)
-	if s := a.groupCPU; err != nil || s == nil || s.pgrp != p.Pgrp || s.cpu != cpu || time.Since(s.at) < groupQuiet {
+	if s := a.groupCPU; err != nil || s == nil || s.pgrp != p.Pgrp || s.cpu != cpu || time.Since(s.at) < max(groupQuiet, ms(a.opts.Config.IdleSilenceMs)/4) {
 		if err == nil && (s == nil || s.pgrp != p.Pgrp || s.cpu != cpu) {
 			a.groupCPU = &cpuSample{pgrp: p.Pgrp, cpu: cpu, at: time.Now()}
 		}

@@ -86,11 +86,11 @@ func (a *Actor) yieldReads(ctx actor.Context) {
 	}
 }
 
-// withdrawAnswered handles the cancel of the call answered last: its
+// withdrawAnswered handles the cancel of a call already answered: its
 // caller had gone when the answer came, so the output it carried reached
-// nobody. It comes again in the next result if nothing was taken since;
-// otherwise the next result says where to page it. An open nobody saw is
-// to be closed (the answer is true).
+// nobody. It comes again in the next result when it was the latest answer
+// and nothing was taken since; otherwise the next result says where to page
+// it. An open nobody saw is to be closed (the answer is true).
 func (a *Actor) withdrawAnswered(callID string) (opening bool) {
 	i := slices.IndexFunc(a.answered, func(x answered) bool { return x.callID == callID })
 	if i < 0 {

@@ -192,13 +192,23 @@ func Group(pgrp int) ([]Proc, error) {
 	return filter(func(p Proc) bool { return p.PGRP == pgrp && !p.Zombie() })
 }
 
-// GroupCPU is the processor time, in clock ticks, that the members of
-// process group pgrp now alive have used. It reads every process's stat.
+// GroupCPU sums what the members of process group pgrp now alive have run:
+// their processor time in clock ticks (every thread, but charged a tick at
+// a time, so a process that runs little can go a while without one) and
+// their main threads' time on a CPU in nanoseconds (/proc/PID/schedstat,
+// exact). Two sums that differ mean a member ran between them. It reads
+// every process's stat.
 func GroupCPU(pgrp int) (uint64, error) {
 	members, err := Group(pgrp)
 	var cpu uint64
 	for _, m := range members {
 		cpu += m.CPU
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(m.PID) + "/schedstat"); err == nil {
+			if f := bytes.Fields(b); len(f) > 0 {
+				ns, _ := strconv.ParseUint(string(f[0]), 10, 64)
+				cpu += ns
+			}
+		}
 	}
 	return cpu, err
 }
