@@ -253,11 +253,16 @@ func (a *Actor) settles(ctx actor.Context, p *ptyproc.Probe) {
 		!slices.ContainsFunc(a.waiters, func(w *waiter) bool { return w.settle && w.kind != waitTask }) {
 		return
 	}
+	window := max(groupQuiet, ms(a.opts.Config.IdleSilenceMs)/4)
+	if s := a.groupCPU; s != nil && s.pgrp == p.Pgrp && time.Since(s.at) < window {
+		return // the times only grow: one read a window tells whether it ran
+	}
 	cpu, err := procfs.GroupCPU(p.Pgrp)
-	if s := a.groupCPU; err != nil || s == nil || s.pgrp != p.Pgrp || s.cpu != cpu || time.Since(s.at) < max(groupQuiet, ms(a.opts.Config.IdleSilenceMs)/4) {
-		if err == nil && (s == nil || s.pgrp != p.Pgrp || s.cpu != cpu) {
-			a.groupCPU = &cpuSample{pgrp: p.Pgrp, cpu: cpu, at: time.Now()}
-		}
+	if err != nil {
+		return
+	}
+	if s := a.groupCPU; s == nil || s.pgrp != p.Pgrp || s.cpu != cpu {
+		a.groupCPU = &cpuSample{pgrp: p.Pgrp, cpu: cpu, at: time.Now()}
 		return
 	}
 	var settled []*waiter
