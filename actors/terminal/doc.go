@@ -31,8 +31,10 @@
 // A terminal has at most one holder: a foreground send for as long as it
 // waits, or a background task until the program is ready again. A second
 // send is answered at once with a busy error that names the holder and
-// since when; keystrokes are never interleaved. Reads, signals and resizes
-// need no reservation.
+// since when; keystrokes are never interleaved. Signals, resizes and
+// history pages need no reservation; a read of unread output is refused
+// while the terminal is held, since what the program prints then is the
+// holder's.
 //
 // # Output and results
 //
@@ -41,8 +43,16 @@
 // maxResultBytes with its metadata whole: the latest output is kept (or, for
 // a history page, the first), cut on a character boundary, with a marker that
 // says how to read what was left out. The structured fields (terminal_id,
-// ready_reason, running, exit_status, output offsets) travel as the result's
-// data.
+// ready_reason, running, exit_status, and the offsets of the output shown)
+// travel as the result's data.
+//
+// Every byte goes to exactly one result: a read cursor marks where the next
+// result of unread output starts, and it never moves past the first bytes
+// of a character still being written. A call withdrawn after it was
+// answered (its caller had gone) gives its bytes back: the cursor moves back
+// when nothing was taken since, or the next results name the bytes and how
+// to page them (LostOutput). The last answers are remembered for this
+// (answeredKept).
 //
 // # Messages
 //

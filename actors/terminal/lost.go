@@ -1,6 +1,7 @@
 package terminal
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 )
@@ -16,7 +17,7 @@ func (l *LostOutput) Add(from, to int64) {
 		return
 	}
 	l.ranges = append(l.ranges, [2]int64{from, to})
-	slices.SortFunc(l.ranges, func(a, b [2]int64) int { return int(a[0] - b[0]) })
+	slices.SortFunc(l.ranges, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
 	merged := l.ranges[:1]
 	for _, r := range l.ranges[1:] {
 		if last := &merged[len(merged)-1]; r[0] <= last[1] {
