@@ -23,16 +23,9 @@ import (
 // the terminal's shell prints numbered tokens all along; each token must
 // come back once, no more, no less.
 func TestEveryByteLandsInExactlyOneResult(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	f := newFixture(t, nil)
-	id, first := f.open(`{}`)
-
-	got := &ledger{}
-	keep := got.keep
-	keep(first.text)
 	const tokens = 400
-	keep(f.send(id, fmt.Sprintf(`(for i in $(seq 1 %d); do printf '<T%%d>\n' $i; sleep 0.001; done; printf '<T%%s>\n' end) &`, tokens), "Enter").text)
+	f, id, got, seed := startTokens(t, tokens, "0.001")
+	keep := got.keep
 
 	// call is f.call for goroutines: a failure is reported, not fatal.
 	call := func(tool string, args map[string]any) (result, bool) {
@@ -101,6 +94,21 @@ func TestEveryByteLandsInExactlyOneResult(t *testing.T) {
 		t.Fatalf("the job's last line never came:\n%s", got.String())
 	}
 	got.eachTokenOnce(t, tokens)
+}
+
+// startTokens opens a terminal whose shell runs a background job printing
+// <T1> to <Ttokens>, a pause apart, then <Tend>; got has every result so
+// far. seed is for the test's random choices, and logged.
+func startTokens(t *testing.T, tokens int, pause string) (f *fixture, id string, got *ledger, seed uint64) {
+	seed = uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	f = newFixture(t, nil)
+	id, first := f.open(`{}`)
+	got = &ledger{}
+	got.keep(first.text)
+	job := fmt.Sprintf(`(for i in $(seq 1 %d); do printf '<T%%d>\n' $i; sleep %s; done; printf '<T%%s>\n' end) &`, tokens, pause)
+	got.keep(f.send(id, job, "Enter").text)
+	return f, id, got, seed
 }
 
 // ledger collects the text of results, from any goroutine.
@@ -196,15 +204,9 @@ func TestACloseReturnsNothingAWaitingCallTook(t *testing.T) {
 // answer carried to a caller that had gone comes again in the next result,
 // or that result says which bytes to page.
 func TestWithdrawnCallsLoseNoOutput(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	f := newFixture(t, nil)
-	id, first := f.open(`{}`)
-	got := &ledger{}
-	keep := got.keep
-	keep(first.text)
 	const tokens = 300
-	keep(f.send(id, fmt.Sprintf(`(for i in $(seq 1 %d); do printf '<T%%d>\n' $i; sleep 0.002; done) &`, tokens), "Enter").text)
+	f, id, got, seed := startTokens(t, tokens, "0.002")
+	keep := got.keep
 
 	var wg sync.WaitGroup
 	for g := range 3 {
