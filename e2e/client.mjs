@@ -183,6 +183,12 @@ function textOf(res) {
     .join('');
 }
 
+// dataOf is a tool result's metadata, which travels in _meta (never in
+// structuredContent, which some hosts show the model instead of the text).
+function dataOf(res) {
+  return res._meta?.['dsh-actors/data'] ?? {};
+}
+
 // ---------------------------------------------------------------- sessions
 
 const authHeaders = (token) => ({ Authorization: `Bearer ${token}` });
@@ -221,7 +227,7 @@ class Session {
     }
     const text = textOf(res);
     check(!res.isError, `${tool} ${show(args)}: error result: ${show(text)}`);
-    return { text, data: res.structuredContent ?? {}, res };
+    return { text, data: dataOf(res), res };
   }
 
   // bash runs a command and returns its text.
@@ -469,7 +475,8 @@ scenario('bash-timeout-and-cancel', async (open) => {
   const r = await s.call('bash', { command: `echo partial; ${timed}`, timeout_ms: 500 });
   const took = Date.now() - t0;
   check(r.isError && textOf(r).startsWith('partial\n') && /timed out/.test(textOf(r)), `bash past timeout_ms: ${show(r)}`);
-  check(r.structuredContent?.timed_out === true, `bash past timeout_ms: structured content ${show(r.structuredContent)}`);
+  check(dataOf(r).timed_out === true, `bash past timeout_ms: metadata ${show(r._meta)}`);
+  check(r.structuredContent === undefined, `bash past timeout_ms: structuredContent (hosts would show it to the model instead of the text): ${show(r.structuredContent)}`);
   check(took < 5000, `bash with timeout_ms 500 took ${took} ms`);
   await eventually(`${timed} gone after the timeout`, () => [processes(timed).length === 0, show(processes(timed))]);
   const fresh = await s.ok('bash', { command: 'echo "[${E2E_BEFORE-unset}]"' });

@@ -190,10 +190,18 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, tool string
 		res.Content = append([]mcp.Content{&mcp.TextContent{Text: injected}}, res.Content...)
 	}
 	if len(r.Data) > 0 {
-		res.StructuredContent = json.RawMessage(r.Data)
+		res.Meta = mcp.Meta{DataKey: json.RawMessage(r.Data)}
 	}
 	return res, nil
 }
+
+// DataKey is the key of a tool result's _meta under which a result's
+// metadata (exit_code, terminal_id, ready_reason, ...) travels, for
+// harnesses. It is not structuredContent: Claude Code and Codex hand the
+// model a result's structuredContent instead of its content when it has
+// one, and the model must see the output text, which carries the status
+// and every notice too.
+const DataKey = "dsh-actors/data"
 
 // OpenSessions is how many sessions are open (counted against
 // mcp.maxSessions).

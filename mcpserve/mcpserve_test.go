@@ -486,3 +486,88 @@ func TestADeleteIsAnsweredOnceTheAgentIsGone(t *testing.T) {
 		t.Fatalf("when the DELETE was answered: processes %v, agents %v", left, h.Agents())
 	}
 }
+
+// seenByModel is what a host hands its model for a result: Claude Code and
+// Codex take JSON of structuredContent whenever a result has one and drop
+// content; Gemini CLI and opencode take the text of content.
+func seenByModel(res *mcp.CallToolResult) string {
+	if res.StructuredContent != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		return string(b)
+	}
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// Every host shows its model the output, the status and the notices; the
+// metadata a harness reads travels in _meta.
+func TestEveryHostShowsTheModelTheOutput(t *testing.T) {
+	h := hosttest.Start(t, nil, host.Options{})
+	s := mcpserve.New(h, nil)
+	defer s.Close()
+	cs := connect(t, s)
+	call := func(tool string, args map[string]any) (*mcp.CallToolResult, map[string]any) {
+		t.Helper()
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+		var data map[string]any
+		if raw, ok := res.Meta[mcpserve.DataKey]; ok {
+			b, _ := json.Marshal(raw)
+			if err := json.Unmarshal(b, &data); err != nil {
+				t.Fatalf("%s: _meta %s: %v", tool, b, err)
+			}
+		}
+		return res, data
+	}
+	res, data := call("bash", map[string]any{"command": "export X=1; cd /tmp"})
+	if data["exit_code"] != float64(0) {
+		t.Errorf("bash: _meta %v", res.Meta)
+	}
+	res, _ = call("bash", map[string]any{"command": "echo $X $PWD; false"})
+	if got := seenByModel(res); got != "1 /tmp\n[exit code: 1]" {
+		t.Errorf("bash: the model sees %q", got)
+	}
+	res, data = call("terminal_open", map[string]any{"command": "python3"})
+	id, _ := data["terminal_id"].(string)
+	if got := seenByModel(res); id == "" || !strings.Contains(got, ">>> ") || !strings.Contains(got, "terminal "+id) || !strings.Contains(got, "stdin_read") {
+		t.Fatalf("terminal_open: the model sees %q (_meta %v)", got, res.Meta)
+	}
+	// Gemini CLI's wait_for_previous is taken; a misspelt argument is not.
+	res, _ = call("terminal_send", map[string]any{"terminal_id": id, "text": "6*7\n", "wait_for_previous": true})
+	if got := seenByModel(res); res.IsError || !strings.Contains(got, "42") {
+		t.Errorf("terminal_send with wait_for_previous: the model sees %q", got)
+	}
+	res, _ = call("bash", map[string]any{"command": "touch nothing-ran", "timeoutMs": 5})
+	if got := seenByModel(res); !res.IsError || !strings.Contains(got, `did you mean "timeout_ms"`) || !strings.Contains(got, "nothing was run") {
+		t.Errorf("a misspelt argument: the model sees %q", got)
+	}
+	if res, _ = call("bash", map[string]any{"command": "ls nothing-ran"}); res.IsError || !strings.Contains(seenByModel(res), "No such file") {
+		t.Errorf("the call with a misspelt argument ran: %q", seenByModel(res))
+	}
+	res, _ = call("terminal_close", map[string]any{"terminal_id": id})
+	if got := seenByModel(res); res.StructuredContent != nil || !strings.Contains(got, id) {
+		t.Errorf("terminal_close: the model sees %q", got)
+	}
+	// Every tool's schema names its properties, an empty set included.
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range tools.Tools {
+		b, _ := json.Marshal(tl.InputSchema)
+		var sch map[string]any
+		if err := json.Unmarshal(b, &sch); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := sch["properties"].(map[string]any); !ok {
+			t.Errorf("%s: schema without properties: %s", tl.Name, b)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"math/big"
 	"reflect"
 	"slices"
@@ -22,7 +24,7 @@ import (
 // must match exactly and once; integral numbers written as 1500.0 or 1e3 are
 // taken for integer fields.
 func Decode(tool string, raw []byte, v any, allowEmpty bool, example string) error {
-	trimmed := unwrap(raw)
+	trimmed := withoutHostArguments(unwrap(raw))
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		if allowEmpty {
 			return nil
@@ -103,12 +105,7 @@ func checkKeys(b []byte, v any) error {
 		}
 		key, _ := tok.(string)
 		if _, ok := names[key]; !ok {
-			for n := range names {
-				if strings.EqualFold(n, key) {
-					return fmt.Errorf("unknown field %q (did you mean %q?)", key, n)
-				}
-			}
-			return fmt.Errorf("unknown field %q", key)
+			return unknownField(key, names)
 		}
 		if seen[key] {
 			return fmt.Errorf("field %q appears twice", key)
@@ -120,6 +117,82 @@ func checkKeys(b []byte, v any) error {
 		}
 	}
 	return nil
+}
+
+// unknownField is the error for a key that is not one of names: it lists
+// the names, and points at the one meant when key differs from it only in
+// case and underscores (timeoutMs for timeout_ms). Nothing of the call runs:
+// an argument ignored could change what a command does (a cwd that bash
+// does not take, a misspelled timeout).
+func unknownField(key string, names map[string]struct{}) error {
+	known := slices.Sorted(maps.Keys(names))
+	fold := func(s string) string { return strings.ToLower(strings.ReplaceAll(s, "_", "")) }
+	for _, n := range known {
+		if fold(n) == fold(key) {
+			return fmt.Errorf("unknown field %q (did you mean %q?); nothing was run", key, n)
+		}
+	}
+	if len(known) == 0 {
+		return fmt.Errorf("unknown field %q: this tool takes no arguments; nothing was run", key)
+	}
+	return fmt.Errorf("unknown field %q: the arguments are %s; nothing was run", key, strings.Join(known, ", "))
+}
+
+// HostArguments are arguments that MCP hosts add to every tool's schema
+// for their own use and forward in calls: Gemini CLI's wait_for_previous
+// (a scheduling hint it acts on itself). Every tool accepts and ignores
+// them, where any other unknown argument fails the call.
+var HostArguments = []string{"wait_for_previous"}
+
+// withoutHostArguments returns the object b without the HostArguments
+// keys; b itself when it has none (the common case costs one scan).
+func withoutHostArguments(b []byte) []byte {
+	found := false
+	for _, name := range HostArguments {
+		if bytes.Contains(b, []byte(name)) {
+			found = true
+		}
+	}
+	if !found || len(b) == 0 || b[0] != '{' {
+		return b
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if _, err := dec.Token(); err != nil {
+		return b
+	}
+	var out bytes.Buffer
+	out.WriteByte('{')
+	first := true
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return b // malformed: Decode reports it on the original
+		}
+		key, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return b
+		}
+		if slices.Contains(HostArguments, key) {
+			continue
+		}
+		if !first {
+			out.WriteByte(',')
+		}
+		first = false
+		k, _ := json.Marshal(key)
+		out.Write(k)
+		out.WriteByte(':')
+		out.Write(v)
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return b
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return b // a second value: Decode reports it on the original
+	}
+	out.WriteByte('}')
+	return out.Bytes()
 }
 
 // fieldNames are the JSON names of a struct type's fields.
@@ -269,6 +342,19 @@ func Schema[T any](omit ...string) json.RawMessage {
 	b, err := json.Marshal(s)
 	if err != nil {
 		panic(fmt.Sprintf("toolargs: schema of %T: %v", *new(T), err))
+	}
+	if len(s.Properties) == 0 {
+		// An object with no properties still says so ("properties": {}):
+		// some hosts and model APIs refuse an object schema without it
+		// (Codex and opencode add it themselves).
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			panic(fmt.Sprintf("toolargs: schema of %T: %v", *new(T), err))
+		}
+		m["properties"] = map[string]any{}
+		if b, err = json.Marshal(m); err != nil {
+			panic(fmt.Sprintf("toolargs: schema of %T: %v", *new(T), err))
+		}
 	}
 	return b
 }
