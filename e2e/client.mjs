@@ -481,12 +481,13 @@ scenario('bash-timeout-and-cancel', async (open) => {
   await eventually(`${timed} gone after the timeout`, () => [processes(timed).length === 0, show(processes(timed))]);
   const fresh = await s.ok('bash', { command: 'echo "[${E2E_BEFORE-unset}]"' });
   check(fresh.text === '[unset]\n' && fresh.data.fresh_shell === true, `the call after a timeout: ${show(fresh)}`);
-  // A call the client cancels (notifications/cancelled): the shell is
-  // reset, and the command's processes are gone.
+  // A call the client cancels (notifications/cancelled) is Ctrl-C: the
+  // command is interrupted and gone, the shell and its state stay, and the
+  // next result says what happened to it.
   await s.bash('export E2E_BEFORE=2');
   const cancelled = `sleep 4714.${n}2`;
   const ac = new AbortController();
-  const pending = s.client.callTool({ name: 'bash', arguments: { command: cancelled } }, undefined, { signal: ac.signal, timeout: DEADLINE_MS });
+  const pending = s.client.callTool({ name: 'bash', arguments: { command: `echo before-the-cancel; ${cancelled}` } }, undefined, { signal: ac.signal, timeout: DEADLINE_MS });
   const outcome = pending.then(
     (res) => ({ res }),
     (err) => ({ err }),
@@ -497,7 +498,8 @@ scenario('bash-timeout-and-cancel', async (open) => {
   check(o.err, `the cancelled call resolved: ${show(o.res)}`);
   await eventually(`${cancelled} gone after the cancellation`, () => [processes(cancelled).length === 0, show(processes(cancelled))]);
   const after = await s.ok('bash', { command: 'echo "[${E2E_BEFORE-unset}] ok"' });
-  check(after.text.endsWith('[unset] ok\n') && /cancel/.test(after.text) && after.data.fresh_shell === true, `the call after a cancelled one: ${show(after)}`);
+  check(after.text.endsWith('[2] ok\n') && /cancelled by its caller/.test(after.text) && /before-the-cancel/.test(after.text) &&
+    /\[exit code: 130\]/.test(after.text) && after.data.fresh_shell === undefined, `the call after a cancelled one: ${show(after)}`);
 });
 
 scenario('concurrent-calls-one-session', async (open) => {

@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -127,14 +128,37 @@ type answeredCall struct {
 }
 
 // answeredKept is how many answered calls the agent remembers: a caller
-// withdraws at once when its context ends.
+// withdraws at once when its context ends. The records hold no output (the
+// child keeps what it needs to give it back), but their PIDs would keep a
+// stopped child's actor reachable (protoactor caches the process in the
+// PID), so the records of a closed terminal are forgotten with it.
 const answeredKept = 64
+
+// forgetAnswered drops the answered calls of child, which has closed or
+// stopped: nothing is left there to give their output back.
+func (a *Actor) forgetAnswered(child *actor.PID) {
+	a.answered = slices.DeleteFunc(a.answered, func(c answeredCall) bool { return c.child.Equal(child) })
+}
+
+// release lets go of what the agent kept once it has stopped: its actor
+// stays reachable through any stale *actor.PID (its parent's child set
+// keeps removed PIDs in its spare capacity), and must not keep its
+// children's actors reachable in turn.
+func (a *Actor) release() {
+	a.answered = nil
+	clear(a.terminals)
+	clear(a.terminalIDs)
+	clear(a.terminalHolds)
+	clear(a.inflight)
+	clear(a.lists)
+	a.shell, a.tasks, a.session = nil, nil, nil
+}
 
 // carriesOutput reports whether tool's answers carry a terminal's output
 // (or its id), which a withdrawn answer must not lose.
 func carriesOutput(tool string) bool {
 	switch tool {
-	case terminal.ToolOpen, terminal.ToolSend, terminal.ToolRead, tasks.ToolOutput, tasks.ToolKill:
+	case shell.ToolName, terminal.ToolOpen, terminal.ToolSend, terminal.ToolRead, tasks.ToolOutput, tasks.ToolKill:
 		return true
 	}
 	return false
@@ -244,6 +268,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 			a.answerList(ctx, l) // with what came
 		}
 	case *actor.Stopped:
+		a.release()
 	case *messages.ToolCall:
 		a.dispatch(ctx, m)
 	case *Record, *Inject, *PrepareStep, *BeginTurn:
@@ -276,7 +301,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 			}
 			if carriesOutput(f.tool) {
 				if len(a.answered) == answeredKept {
-					a.answered = a.answered[1:]
+					a.answered = slices.Delete(a.answered, 0, 1)
 				}
 				a.answered = append(a.answered, answeredCall{callID: m.CallId, child: f.child})
 			}
@@ -289,6 +314,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 				}
 				a.terminalHolds[f.child.Id].Release()
 				delete(a.terminalHolds, f.child.Id)
+				a.forgetAnswered(f.child)
 			}
 			ctx.Send(f.caller, m)
 		}
@@ -326,6 +352,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 				delete(a.terminals, id)
 			}
 			delete(a.terminalHolds, m.Who.Id)
+			a.forgetAnswered(m.Who)
 		}
 		a.strategy.ChildTerminated(m.Who)
 		ctx.Send(ctx.Self(), &childGone{who: m.Who})

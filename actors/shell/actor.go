@@ -24,8 +24,12 @@ type Run struct {
 	Args   Args
 }
 
-// Cancel withdraws a call. A running call resets the shell and is not
-// answered; a queued one is dropped.
+// Cancel withdraws a call, as Ctrl-C would: a running call's command is
+// interrupted (SIGINT to the terminal's foreground group), nothing more of
+// its text is typed, and what it printed and how it ended open the next
+// call's result; the shell and its state stay. Only a command that SIGINT,
+// SIGTERM and SIGKILL to its job cannot stop costs the shell. A queued call
+// is dropped; a call answered just before is told again in the next result.
 type Cancel struct {
 	CallID string
 }
@@ -185,13 +189,19 @@ func (a *Actor) Receive(ctx actor.Context) {
 			a.pump(ctx)
 		}
 	case *ptyproc.Probe:
-		if m.Proc == a.proc {
+		if t, ok := m.Tag.(withdrawProbe); ok {
+			if m.Proc == a.proc {
+				a.interruptWithdrawn(t)
+			}
+		} else if m.Proc == a.proc {
 			a.probed(ctx, m)
 		}
 	case *waitproof.Tick:
 		a.wait.Tick(m)
 	case *tick:
 		a.ticked(ctx, m)
+	case *withdrawnTick:
+		a.withdrawnStep(ctx, m)
 	case *admitted:
 		if c := m.c; c.ticket == m.t && !c.admitted {
 			c.admitted = true
@@ -255,6 +265,7 @@ type admitted struct {
 // run starts call c, admitted: in a shell started for it, or in the
 // running one.
 func (a *Actor) run(ctx actor.Context, c *call) {
+	c.notes = append(c.notes, a.takeWithdrawn()...)
 	if a.kept.note != "" {
 		c.notes = append(c.notes, a.kept.note)
 		a.kept.note = ""
@@ -358,13 +369,18 @@ func (a *Actor) flushCarry() {
 
 // finish answers c; the next call starts when the current message is handled.
 func (a *Actor) finish(ctx actor.Context, c *call, r Result) {
-	ctx.Send(c.sender, &messages.ToolResult{
-		CallId:  c.id,
-		Tool:    ToolName,
-		Text:    r.Text,
-		IsError: r.IsError,
-		Data:    r.Data(),
-	})
+	if c.withdrawn {
+		a.keepWithdrawn(withdrawnHeading(c, r), r.Text)
+	} else {
+		ctx.Send(c.sender, &messages.ToolResult{
+			CallId:  c.id,
+			Tool:    ToolName,
+			Text:    r.Text,
+			IsError: r.IsError,
+			Data:    r.Data(),
+		})
+		a.kept.last = &answer{id: c.id, text: r.Text}
+	}
 	c.ticket.Leave()
 	a.cur = nil
 	a.begin(stepText) // the exchange is over; its late messages are stale
@@ -378,6 +394,13 @@ func (a *Actor) finish(ctx actor.Context, c *call, r Result) {
 // reset throws the shell away and fails the actor so that its supervisor
 // restarts it. requeue, if set, is a call to run first after the restart.
 func (a *Actor) reset(reason ResetReason, detail string, requeue *call) {
+	if requeue != nil && requeue.withdrawn {
+		// Nobody waits for it: it is not run again in the fresh shell.
+		a.cur = nil
+		requeue.ticket.Leave()
+		a.keepWithdrawn("[the previous call was cancelled by its caller before its command was typed, so it did not run:]", strings.Join(requeue.notes, "\n"))
+		requeue = nil
+	}
 	if requeue != nil {
 		a.cur = nil
 		a.kept.queue = append([]*call{requeue}, a.kept.queue...)
@@ -425,20 +448,25 @@ func (a *Actor) failAll(ctx actor.Context, why string) {
 
 func (a *Actor) cancel(ctx actor.Context, id string) {
 	if c := a.cur; c != nil && c.id == id {
-		a.cur = nil
-		c.ticket.Leave()
 		if !c.admitted {
+			a.cur = nil
+			c.ticket.Leave()
 			a.passNotesOn(c)
 			a.pump(ctx) // nothing was typed
 			return
 		}
-		a.kept.note = "[the previous call was cancelled, which reset the shell; this call runs in a fresh shell]"
-		a.reset(ResetCancelled, "call "+id, nil)
+		a.withdraw(c)
+		return
 	}
 	for i, c := range a.kept.queue {
 		if c.id == id {
 			a.kept.queue = append(a.kept.queue[:i], a.kept.queue[i+1:]...)
 			return
 		}
+	}
+	if l := a.kept.last; l != nil && l.id == id {
+		// Answered just as its caller gave up: the answer reached nobody.
+		a.kept.last = nil
+		a.keepWithdrawn("[the previous call's answer did not reach its caller (it gave up as the answer came); here it is again:]", l.text)
 	}
 }

@@ -48,6 +48,11 @@ type Config struct {
 	// this on, no command can set its own status that way. It costs one
 	// more round trip per line.
 	VerifyStatus bool `yaml:"verifyStatus"`
+	// CancelGraceMs is how long a command whose call was cancelled may take
+	// to end after SIGINT (a build tool cleaning up) before its job gets
+	// SIGTERM, then SIGKILL; only a command that survives those costs the
+	// shell.
+	CancelGraceMs int64 `yaml:"cancelGraceMs"`
 }
 
 // DefaultConfig returns the reference defaults.
@@ -57,7 +62,13 @@ func DefaultConfig() Config {
 		TimeoutMs:      300000,
 		MaxOutputChars: 16000,
 		Description:    DefaultDescription,
+		CancelGraceMs:  5000,
 	}
+}
+
+// CancelGrace is CancelGraceMs as a duration.
+func (c Config) CancelGrace() time.Duration {
+	return time.Duration(c.CancelGraceMs) * time.Millisecond
 }
 
 // Timeout is TimeoutMs as a duration.
@@ -75,6 +86,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.BackendType != BackendShell {
 		errs = append(errs, fmt.Errorf("bash.backendType: %q is not a known backend (the only one is %q)", c.BackendType, BackendShell))
+	}
+	if c.CancelGraceMs < 0 || c.CancelGraceMs > maxTimeoutMs {
+		errs = append(errs, fmt.Errorf("bash.cancelGraceMs: %d is out of range (must be between 0 and %d milliseconds)", c.CancelGraceMs, maxTimeoutMs))
 	}
 	if c.TimeoutMs < 1 || c.TimeoutMs > maxTimeoutMs {
 		errs = append(errs, fmt.Errorf("bash.timeoutMs: %d is out of range (must be between 1 and %d milliseconds)", c.TimeoutMs, maxTimeoutMs))

@@ -92,8 +92,11 @@
 //
 // # Failure and restart
 //
-// A timeout, a cancelled call, a shell that exits, a program that cannot be
-// stopped and a protocol that cannot be repaired all end the shell: the
+// A cancelled call is Ctrl-C, not a reset (withdraw.go): its command gets
+// SIGINT, and its result opens the next call's.
+//
+// A timeout, a shell that exits, a program that cannot be stopped and a
+// protocol that cannot be repaired all end the shell: the
 // actor answers the call, hands the process to the Reaper and panics with a
 // *ResetError. Its supervisor (the agent) restarts it in place; the calls
 // still waiting in its queue survive the restart, and the next one starts a

@@ -15,7 +15,10 @@ const incompleteNotice = "[the command is incomplete (an unterminated quote, her
 func (a *Actor) statusResult(c *call, st int) Result {
 	r := Result{FreshShell: c.fresh, ExitCode: &st, NotRun: c.incomplete && !c.ran}
 	var trailer []string
-	if c.incomplete {
+	switch {
+	case c.incomplete && c.withdrawn:
+		trailer = append(trailer, "[bash was in the middle of a multi-line command when the call was cancelled: the rest was not typed, and what bash had read of it was dropped with SIGINT]")
+	case c.incomplete:
 		trailer = append(trailer, incompleteNotice)
 	}
 	if st != 0 {

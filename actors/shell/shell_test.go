@@ -371,29 +371,6 @@ func TestConfiguredTimeoutCapsTheCallTimeout(t *testing.T) {
 	}
 }
 
-func TestCancelResetsAndDiscardsTheResult(t *testing.T) {
-	h := newHost(t, nil)
-	bash(t, h, "a", "export MARK=old")
-	sid := shellPID(t, h, "a")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	fifo, started := testkit.Signal(t)
-	go func() {
-		_, err := h.Bash(ctx, "a", shell.Args{Command: "echo go > " + fifo + "; sleep 1000"})
-		done <- err
-	}()
-	started() // the command runs
-	cancel()
-	if err := <-done; err != context.Canceled {
-		t.Fatalf("cancelled call returned %v", err)
-	}
-	testkit.SessionGone(t, sid)
-	next := bash(t, h, "a", "echo \"[${MARK-}]\"")
-	if !next.FreshShell || !strings.Contains(next.Text, "cancelled") || !strings.HasSuffix(next.Text, "[]\n") {
-		t.Fatalf("next call: %q", next.Text)
-	}
-}
-
 // Closing or resetting a shell leaves no process it started, however it
 // tried to escape SIGHUP or the session.
 func TestNoProcessSurvivesAReset(t *testing.T) {

@@ -18,6 +18,14 @@ type kept struct {
 	// idleEnded: idle holds output of a shell that is gone; its last line,
 	// even if cut, is not continued by the next shell's output.
 	idleEnded bool
+	// withdrawn are the results of calls whose callers gave up, for the
+	// next call (see withdraw.go); withdrawnDropped counts those dropped
+	// past keptWithdrawn.
+	withdrawn        []string
+	withdrawnDropped int
+	// last is the call answered last, for a caller that gives up as its
+	// answer comes.
+	last *answer
 }
 
 // bashState is what the actor knows of its bash.
@@ -129,6 +137,10 @@ type call struct {
 	// Nothing is typed before.
 	ticket   *admission.Ticket
 	admitted bool
+	// withdrawn: its caller gave up (see withdraw.go); interrupted: SIGINT
+	// was sent for it.
+	withdrawn   bool
+	interrupted bool
 }
 
 // interrupt is the state of stopping a command that waits for input before

@@ -22,6 +22,10 @@ func (a *Actor) typeNext(ctx actor.Context) {
 			c.lines = splitText(c.args.Command)
 		}
 	}
+	if c.withdrawn {
+		a.withdrawnDone(ctx)
+		return
+	}
 	for !c.continuing && len(c.lines) > 1 && c.next < len(c.lines) && blankLine(c.lines[c.next]) {
 		c.next++
 	}
@@ -110,6 +114,14 @@ func (a *Actor) lineDone(ctx actor.Context) {
 func (a *Actor) lineAnswered(ctx actor.Context, ran bool, status int) {
 	c := a.cur
 	c.continuing = false
+	if c.withdrawn {
+		// Interrupted: whatever bash ran or did not, no more is typed.
+		if ran {
+			c.ran, c.status = true, status
+		}
+		a.withdrawnDone(ctx)
+		return
+	}
 	if ran && a.readShort() {
 		a.lineSplit(ctx)
 		return
