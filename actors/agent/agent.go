@@ -135,7 +135,8 @@ type answeredCall struct {
 const answeredKept = 64
 
 // forgetAnswered drops the answered calls of child, which has closed or
-// stopped: nothing is left there to give their output back.
+// stopped (a terminal, or a shell or task registry that a new one replaces):
+// nothing is left there to give their output back.
 func (a *Actor) forgetAnswered(child *actor.PID) {
 	a.answered = slices.DeleteFunc(a.answered, func(c answeredCall) bool { return c.child.Equal(child) })
 }
@@ -352,8 +353,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 				delete(a.terminals, id)
 			}
 			delete(a.terminalHolds, m.Who.Id)
-			a.forgetAnswered(m.Who)
 		}
+		a.forgetAnswered(m.Who)
 		a.strategy.ChildTerminated(m.Who)
 		ctx.Send(ctx.Self(), &childGone{who: m.Who})
 	default:

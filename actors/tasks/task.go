@@ -86,7 +86,11 @@ func (t *task) Receive(ctx actor.Context) {
 		if !t.done {
 			ctx.Send(t.start.Terminal, &terminal.Release{TaskID: t.id})
 		}
-	case *actor.Stopped, *actor.Restarting:
+	case *actor.Stopped:
+		// Its actor stays reachable through any stale *actor.PID
+		// (protoactor caches the process in the PID): it keeps no output.
+		t.pending, t.answered, t.lost, t.waiters, t.killing = nil, nil, terminal.LostOutput{}, nil, nil
+	case *actor.Restarting:
 	case *terminal.Reserved:
 		t.offset = m.Offset
 		// The registry hears first, so a task_output sent right after the
@@ -214,12 +218,24 @@ func (t *task) result(callID, tool, note string) *messages.ToolResult {
 	}
 	b, _ := json.Marshal(data)
 	// The cap is for text and data together.
-	text := fitTask(head, t.pending, t.offset, t.start.TerminalID, tail, t.cfg.MaxResultBytes-len(b))
+	text, left := fitTaskShown(head, t.pending, t.offset, t.start.TerminalID, tail, t.cfg.MaxResultBytes-len(b))
 	t.offset += int64(len(t.pending))
 	if len(t.answered) == answeredKept {
 		t.answered = slices.Delete(t.answered, 0, 1)
 	}
-	t.answered = append(t.answered, answeredOutput{callID: callID, from: t.offset - int64(len(t.pending)), out: t.pending, notes: notes})
+	if n := len(t.answered); n > 0 {
+		// Only the latest answer's output can come again (see
+		// withdrawAnswered): the older ones keep their range alone.
+		t.answered[n-1].out = nil
+	}
+	// What a task remembers of output is bounded in bytes: the output the
+	// latest answer showed (within maxResultBytes), not what it named for
+	// paging, nor every answer's.
+	shown := t.pending
+	if left > 0 {
+		shown = slices.Clone(t.pending[left:])
+	}
+	t.answered = append(t.answered, answeredOutput{callID: callID, from: t.offset - int64(len(t.pending)), n: int64(len(t.pending)), out: shown, notes: notes})
 	t.pending, t.dropped = nil, 0
 	return &messages.ToolResult{CallId: callID, Tool: tool, Text: text, Data: b}
 }
@@ -228,14 +244,22 @@ func (t *task) result(callID, tool, note string) *messages.ToolResult {
 // the output. from is the terminal history offset of out[0], where what
 // is not shown can be paged.
 func fitTask(head []string, out []byte, from int64, terminalID string, tail []string, limit int) string {
+	text, _ := fitTaskShown(head, out, from, terminalID, tail, limit)
+	return text
+}
+
+// fitTaskShown is fitTask, and also tells where in out the output shown
+// starts.
+func fitTaskShown(head []string, out []byte, from int64, terminalID string, tail []string, limit int) (string, int) {
 	fixed := 0
 	for _, l := range append(append([]string(nil), head...), tail...) {
 		fixed += len(l) + 1
 	}
 	text := safetext.String(out)
+	left := 0
 	if room := limit - fixed - 160; len(text) > room {
 		shown := safetext.TailFitting(out, max(room, 0))
-		left := len(out) - len(shown)
+		left = len(out) - len(shown)
 		head = append(head, fmt.Sprintf("[%d earlier bytes of this output not shown: terminal_read on %s with offset %d pages them while its history holds them]", left, terminalID, from))
 		text = safetext.String(shown)
 	}
@@ -248,18 +272,21 @@ func fitTask(head []string, out []byte, from int64, terminalID string, tail []st
 		b.WriteByte('\n')
 	}
 	b.WriteString(strings.Join(tail, "\n"))
-	return safetext.Head(b.String(), limit)
+	return safetext.Head(b.String(), limit), left
 }
 
 var killSteps = []string{"SIGINT", "SIGTERM", "SIGKILL", "giving up its reservation"}
 
 var killSignals = []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL}
 
-// answeredOutput is a task_output answer: the output it carried, from the
-// terminal history offset from.
+// answeredOutput is a task_output answer: the n bytes of output it carried,
+// from the terminal history offset from; while the answer is the latest,
+// out holds the last of them, those it showed (the first were named for
+// paging).
 type answeredOutput struct {
 	callID string
 	from   int64
+	n      int64
 	out    []byte
 	notes  terminal.LostOutput // what of lost it named
 }
@@ -281,12 +308,16 @@ func (t *task) withdrawAnswered(callID string) {
 	t.answered = slices.Delete(t.answered, i, i+1)
 	t.lost.AddAll(l.notes) // they reached nobody either
 	switch {
-	case len(l.out) == 0:
-	case latest && t.dropped == 0:
-		t.offset = l.from
+	case l.n == 0:
+	case latest && t.dropped == 0 && l.out != nil:
+		// What it showed comes again; what it named for paging is named
+		// again.
+		shownFrom := l.from + l.n - int64(len(l.out))
+		t.lost.Add(l.from, shownFrom)
+		t.offset = shownFrom
 		t.pending = append(l.out, t.pending...)
 	default:
-		t.lost.Add(l.from, l.from+int64(len(l.out)))
+		t.lost.Add(l.from, l.from+l.n)
 	}
 }
 

@@ -80,6 +80,9 @@ type Actor struct {
 	answered []answered
 	lost     LostOutput
 	carried  LostOutput // what of lost the result being made names
+	// interrupted are notices of sends cancelled while they waited, whose
+	// program got SIGINT, for the next result.
+	interrupted []string
 }
 
 // answered is a call the terminal answered with the unread output from to.
@@ -114,7 +117,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.start()
 	case *actor.Stopping:
 		a.teardown(ctx, "the terminal was stopped because its agent is stopping")
-	case *actor.Stopped, *actor.Restarting:
+	case *actor.Stopped:
+		a.release()
+	case *actor.Restarting:
 		// A restart is never asked for (terminals are Temporary); a dead
 		// terminal is not resurrected.
 	case *Open:
@@ -297,6 +302,20 @@ func (a *Actor) teardown(ctx actor.Context, why string) {
 		a.opts.Reaper.Close(a.proc)
 		a.proc = nil
 	}
+}
+
+// release lets go of what the terminal kept (its history above all) once
+// it has stopped. Its actor stays reachable through any stale *actor.PID
+// (protoactor caches the process in the PID and keeps removed PIDs in the
+// spare capacity of its child and watcher sets; tasks and the agent's
+// memory of answers hold PIDs too), so a closed terminal holds no output.
+func (a *Actor) release() {
+	if a.hist != nil {
+		a.hist = newHistory(a.hist.limit)
+	}
+	a.answered, a.lost, a.carried = nil, LostOutput{}, LostOutput{}
+	a.waiters, a.holder, a.closing, a.held, a.promptCheck, a.groupCPU = nil, nil, nil, nil, nil, nil
+	a.stream = nil
 }
 
 func toolOf(k waiterKind) string {
