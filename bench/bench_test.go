@@ -117,5 +117,6 @@ func TestSoak(t *testing.T) {
 	if !rep.Sound() || rep.Calls < 50 {
 		t.Fatalf("%+v", rep)
 	}
-	t.Logf("%d calls: %v; threads after: %d", rep.Calls, rep.Ops, rep.ThreadsAfter)
+	t.Logf("%d calls: %v; threads after: %d; live heap %.1f MB at the start, %.1f MB once the agents stopped, %.1f MB at the end",
+		rep.Calls, rep.Ops, rep.ThreadsAfter, float64(rep.LiveHeapStart)/1e6, float64(rep.LiveHeapIdle)/1e6, float64(rep.LiveHeapEnd)/1e6)
 }

@@ -59,6 +59,23 @@ type SoakReport struct {
 	DescriptorsOut int `json:"descriptors_left"`
 	GoroutinesOut  int `json:"goroutines_left"`
 	ThreadsAfter   int `json:"threads_after"`
+	// The live heap (after forced collections): before the host started,
+	// once every agent was stopped with the host still running (what a
+	// long-lived server keeps of agents that are gone), and after the host
+	// stopped.
+	LiveHeapStart uint64 `json:"live_heap_start_bytes"`
+	LiveHeapIdle  uint64 `json:"live_heap_idle_bytes"`
+	LiveHeapEnd   uint64 `json:"live_heap_end_bytes"`
+}
+
+// liveHeap is the heap in use after two forced collections (the first may
+// leave what sync.Pools held to the second).
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }
 
 // Sound reports whether nothing went wrong.
@@ -85,6 +102,7 @@ func RunSoak(ctx context.Context, opts SoakOptions) (SoakReport, error) {
 	_, _ = crand.Read(tok[:])
 	mark := soakMark + "=" + hex.EncodeToString(tok[:])
 	fdsBefore, goBefore := countFDs(), runtime.NumGoroutine()
+	rep.LiveHeapStart = liveHeap()
 	cfg := config.Default()
 	if opts.Config != nil {
 		cfg = *opts.Config
@@ -106,7 +124,12 @@ func RunSoak(ctx context.Context, opts SoakOptions) (SoakReport, error) {
 	wg.Wait()
 	stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	stopErr := h.Stop(stopCtx)
+	var agentErr error
+	for _, id := range h.Agents() {
+		agentErr = errors.Join(agentErr, h.StopAgent(stopCtx, id))
+	}
+	rep.LiveHeapIdle = liveHeap()
+	stopErr := errors.Join(agentErr, h.Stop(stopCtx))
 	rep.Calls, rep.Unanswered, rep.Wrong = s.calls.Load(), s.unanswered.Load(), s.wrong.Load()
 	rep.FirstWrong = s.firstWrong
 	rep.Ops = s.ops
@@ -119,6 +142,7 @@ func RunSoak(ctx context.Context, opts SoakOptions) (SoakReport, error) {
 	rep.DescriptorsOut = countFDs() - fdsBefore
 	rep.GoroutinesOut = runtime.NumGoroutine() - goBefore
 	rep.ThreadsAfter = countThreads()
+	rep.LiveHeapEnd = liveHeap()
 	return rep, stopErr
 }
 
@@ -182,7 +206,7 @@ func (s *soak) agent(ctx context.Context, id string, end time.Time) {
 	}
 	var terms []string
 	for time.Now().Before(end) && ctx.Err() == nil {
-		op := rand.IntN(12)
+		op := rand.IntN(len(soakOps))
 		s.count(op)
 		switch op {
 		case 0, 1, 2: // a plain call: its own output, status 0
@@ -241,12 +265,20 @@ func (s *soak) agent(ctx context.Context, id string, end time.Time) {
 			}
 		case 11: // a listing
 			_, _, _, _ = s.call(ctx, id, "terminal_list", map[string]any{}, 0)
+		case 12: // much output (1.5 MB, more than a history keeps)
+			if len(terms) > 0 {
+				t := terms[rand.IntN(len(terms))]
+				text, _, _, _ := s.call(ctx, id, "terminal_send", map[string]any{"terminal_id": t, "text": "head -c 1125000 /dev/zero | base64 -w 100", "keys": []string{"Enter"}, "wait_ms": 20000}, 0)
+				if !own(text) {
+					s.bad("%s: terminal send of much output gave another's output: %q", id, text)
+				}
+			}
 		}
 	}
 }
 
 var soakOps = []string{"echo", "echo", "echo", "timeout", "exit_or_kill9", "cancel", "background_output",
-	"terminal_open", "terminal_send", "task_kill", "kill_or_close_terminal", "terminal_list"}
+	"terminal_open", "terminal_send", "task_kill", "kill_or_close_terminal", "terminal_list", "much_output"}
 
 func (s *soak) count(op int) {
 	s.mu.Lock()
