@@ -46,10 +46,11 @@ var comments = map[string]string{
 	"limits.terminals":               "terminals open, across agents",
 	"limits.tasks":                   "background tasks running, across agents",
 	"mcp":                            "dsh-actors serve.",
-	"mcp.sessionTimeoutMs":           "an HTTP session idle this long ends, and its agent with every process it started",
+	"mcp.sessionTimeoutMs":           "an HTTP session with no request this long ends (a stream open or not), and its agent with every process it started",
 	"mcp.maxRequestBytes":            "largest request: an HTTP body, a stdio line",
 	"mcp.maxSessions":                "HTTP sessions open at once; a new one past it is refused (503)",
 	"mcp.turnIdleMs":                 "a call after this long without one begins a turn: the listeners' context (tmux location) comes with its result; 0: every call",
+	"mcp.detachedSessionMs":          "an HTTP session its client holds nothing of (no request, no stream, no call) this long ends, and its agent with every process; 30 s after a stream it held closed, if shorter",
 }
 
 // DefaultYAML is the default configuration as a commented file: loaded

@@ -8,8 +8,9 @@ import (
 
 // MCP configures `dsh-actors serve` (the "mcp" section).
 type MCP struct {
-	// SessionTimeoutMs ends an HTTP session idle this long, and stops its
-	// agent with every process it started.
+	// SessionTimeoutMs ends an HTTP session with no request this long (a
+	// stream open or not), and stops its agent with every process it
+	// started.
 	SessionTimeoutMs int64 `yaml:"sessionTimeoutMs"`
 	// MaxRequestBytes bounds a request: the body of an HTTP request, a line
 	// over stdio (a tool call's arguments with it).
@@ -24,12 +25,21 @@ type MCP struct {
 	// initialized holds memory until it times out, and has no agent for
 	// limits.agents to count.
 	MaxSessions int `yaml:"maxSessions"`
+	// DetachedSessionMs ends an HTTP session its client holds nothing of
+	// for this long: no request being served, no stream open (the standing
+	// GET every host holds while it runs) and no call in flight. A host
+	// that exits without ending its session (no DELETE) is noticed so. A
+	// session whose client held a stream ends sooner: 30 s after it closed
+	// (or this, if shorter), as a live client opens it again at once.
+	DetachedSessionMs int64 `yaml:"detachedSessionMs"`
 }
 
-// DefaultMCP: a session idle for 30 minutes ends; requests up to 4 MiB; a
-// pause of 30 s begins a turn.
+// DefaultMCP: a session idle for 30 minutes ends, one its client holds
+// nothing of for 2 minutes too; requests up to 4 MiB; a pause of 30 s
+// begins a turn.
 func DefaultMCP() MCP {
-	return MCP{SessionTimeoutMs: 30 * 60 * 1000, MaxRequestBytes: 4 << 20, TurnIdleMs: 30000, MaxSessions: 4096}
+	return MCP{SessionTimeoutMs: 30 * 60 * 1000, MaxRequestBytes: 4 << 20, TurnIdleMs: 30000, MaxSessions: 4096,
+		DetachedSessionMs: 2 * 60 * 1000}
 }
 
 // Validate names the key, the value and the rule of each error.
@@ -47,6 +57,9 @@ func (m MCP) Validate() error {
 	if m.MaxSessions < 1 || m.MaxSessions > maxLimit {
 		errs = append(errs, fmt.Errorf("mcp.maxSessions: %d is out of range (must be between 1 and %d)", m.MaxSessions, maxLimit))
 	}
+	if m.DetachedSessionMs < 100 || m.DetachedSessionMs > 7*24*3600*1000 {
+		errs = append(errs, fmt.Errorf("mcp.detachedSessionMs: %d is out of range (must be between 100 and %d milliseconds)", m.DetachedSessionMs, int64(7*24*3600*1000)))
+	}
 	return errors.Join(errs...)
 }
 
@@ -57,3 +70,8 @@ func (m MCP) SessionTimeout() time.Duration {
 
 // TurnIdle is TurnIdleMs as a duration.
 func (m MCP) TurnIdle() time.Duration { return time.Duration(m.TurnIdleMs) * time.Millisecond }
+
+// DetachedSession is DetachedSessionMs as a duration.
+func (m MCP) DetachedSession() time.Duration {
+	return time.Duration(m.DetachedSessionMs) * time.Millisecond
+}

@@ -272,6 +272,22 @@ func (h *Host) Call(ctx context.Context, agentID, tool string, args json.RawMess
 	return r, nil
 }
 
+// Withdraw takes back an answer Call returned that never reached its
+// reader (a connection that closed before the answer could be written),
+// by the result's CallId. It is the cancel that comes just after the
+// answer (see Call): what the answer carried comes again in the next
+// result, or that result names the bytes to page. The agent remembers its
+// last answers for this; an older one, or one whose agent has stopped, is
+// beyond reach.
+func (h *Host) Withdraw(agentID, callID string) {
+	if h.stopped.Load() || callID == "" {
+		return
+	}
+	if pid, ok := h.agents.Load(agentID); ok {
+		h.system.Root.Send(pid.(*actor.PID), &messages.CancelCall{CallId: callID})
+	}
+}
+
 // ask sends msg to the agent and waits for its answer. An agent that
 // stopped since its PID was cached (a dead letter), or whose answer says
 // (again) that it never began the request, is started anew and asked again,

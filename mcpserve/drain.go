@@ -83,6 +83,13 @@ func (d *drainer) reopen() {
 	d.draining = false
 }
 
+// count is how many calls are in flight.
+func (d *drainer) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.inFlight)
+}
+
 // isDraining tells whether calls are refused.
 func (d *drainer) isDraining() bool {
 	d.mu.Lock()

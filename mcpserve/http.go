@@ -22,12 +22,23 @@ type HTTPOptions struct {
 	SessionTimeout time.Duration
 	// MaxRequestBytes bounds a request body; 0 means mcp.maxRequestBytes.
 	MaxRequestBytes int64
+	// DetachedTimeout ends a session its client holds nothing of (no
+	// request being served, no stream open, no call in flight) for this
+	// long; 0 means mcp.detachedSessionMs, negative never.
+	DetachedTimeout time.Duration
+	// StreamGrace replaces DetachedTimeout, when shorter, for a session
+	// whose client held a stream (the standing GET) until it closed; 0
+	// means 30 s.
+	StreamGrace time.Duration
 }
 
 // Handler serves the MCP streamable HTTP transport (mount it at /mcp).
 // Requests from a browser page of another origin are refused (Go's
 // http.CrossOriginProtection), as are requests that reach a loopback
 // address under another host name (DNS rebinding; the SDK's own check).
+// A client that closes a call's connection cancels the call (post.go); a
+// session its client holds nothing of ends (detached.go). Call Handler
+// once per Server.
 func (s *Server) Handler(opts HTTPOptions) http.Handler {
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = s.h.Config().MCP.SessionTimeout()
@@ -35,6 +46,13 @@ func (s *Server) Handler(opts HTTPOptions) http.Handler {
 	if opts.MaxRequestBytes <= 0 {
 		opts.MaxRequestBytes = s.h.Config().MCP.MaxRequestBytes
 	}
+	if opts.DetachedTimeout == 0 {
+		opts.DetachedTimeout = s.h.Config().MCP.DetachedSession()
+	}
+	if opts.StreamGrace <= 0 {
+		opts.StreamGrace = maxStreamGrace
+	}
+	s.detached = detachedRules{idle: opts.DetachedTimeout, afterStream: opts.StreamGrace}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.Server }, &mcp.StreamableHTTPOptions{
 		SessionTimeout:      opts.SessionTimeout,
 		MaxRequestBodyBytes: opts.MaxRequestBytes,
@@ -43,7 +61,7 @@ func (s *Server) Handler(opts HTTPOptions) http.Handler {
 		// its end or its time limit).
 		PropagateRequestCancellation: true,
 	})
-	return RequireToken(opts.Token, http.NewCrossOriginProtection().Handler(s.answers.countPosts(s.cancelOnDelete(s.boundSessions(h)))))
+	return RequireToken(opts.Token, http.NewCrossOriginProtection().Handler(s.answers.countPosts(s.cancelOnDelete(s.boundSessions(s.trackPresence(h))))))
 }
 
 // RequireToken refuses requests without "Authorization: Bearer TOKEN"

@@ -39,6 +39,18 @@ type Server struct {
 	calls drainer
 	// answers are the requests whose answers are not written yet.
 	answers answers
+	// posts are the HTTP POSTs of sessions being served, by their keys
+	// (post.go); nextPost makes the keys.
+	posts    sync.Map // string -> *post
+	nextPost atomic.Uint64
+	// detached: when HTTP sessions their clients hold nothing of end
+	// (detached.go); set by Handler.
+	detached detachedRules
+	// withdrawn counts the answers taken back for not reaching their
+	// clients.
+	withdrawn atomic.Int64
+	// answeredHook, for tests, runs as a call answered on a POST returns.
+	answeredHook func(tool string, p *post)
 }
 
 // Version is what the server says it is.
@@ -98,6 +110,8 @@ type session struct {
 	// HTTP (DELETE) cancels them, since the SDK's close of a session waits
 	// for them however long they run.
 	calls drainer
+	// presence is what the client holds of an HTTP session.
+	presence presence
 }
 
 // sessionOf is the session's entry, made at its first request.
@@ -114,11 +128,15 @@ func (s *Server) sessionOf(ss *mcp.ServerSession) *session {
 func (s *Server) watch(ss *mcp.ServerSession) *session {
 	e := s.sessionOf(ss)
 	e.once.Do(func() {
+		e.presence.mu.Lock()
+		e.presence.ss = ss
+		e.presence.mu.Unlock()
 		if id := ss.ID(); id != "" {
 			s.byID.Store(id, e)
 		}
 		s.wg.Go(func() {
 			_ = ss.Wait()
+			e.presence.stopClock()
 			if e.counted.Load() {
 				s.h.Metrics().SessionEnded()
 				s.live.Add(-1)
@@ -167,13 +185,27 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, tool string
 			Text: tool + ": not run: the session is ending"}}, IsError: true}, nil
 	}
 	defer leaveSession()
+	// Over HTTP the call is its POST's: the client closing the connection
+	// cancels it, and an answer that could not be written is withdrawn.
+	var p *post
+	if req.Extra != nil {
+		p = s.postOf(req.Extra.Header)
+	}
+	if p != nil {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		stop := context.AfterFunc(p.ctx, func() { cancel(errClientGone) })
+		defer stop()
+	}
 	args := json.RawMessage(req.Params.Arguments)
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
 	injected := s.beginTurnIfDue(ctx, e)
 	r, err := s.h.Call(ctx, e.agent, tool, args)
-	if cause := context.Cause(ctx); err != nil && (errors.Is(cause, errShuttingDown) || errors.Is(cause, errSessionEnding)) {
+	if cause := context.Cause(ctx); err != nil && (errors.Is(cause, errShuttingDown) || errors.Is(cause, errSessionEnding) ||
+		errors.Is(cause, errClientGone) || errors.Is(cause, errDetached)) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{
 			Text: tool + ": stopped before it finished: " + cause.Error()}}, IsError: true}, nil
 	}
@@ -184,6 +216,12 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, tool string
 	}
 	if err != nil {
 		return nil, err
+	}
+	if p != nil {
+		if s.answeredHook != nil {
+			s.answeredHook(tool, p)
+		}
+		p.answer(e.agent, r.CallId)
 	}
 	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: r.Text}}, IsError: r.IsError}
 	if injected != "" {
@@ -271,6 +309,10 @@ func (s *Server) ServeStdio(serving context.Context, r io.Reader, w io.Writer) e
 // host's Stop then ends its agent.
 func (s *Server) Close() {
 	s.calls.cancelAll(errShuttingDown)
+	s.byID.Range(func(_, e any) bool {
+		e.(*session).presence.stopClock()
+		return true
+	})
 	done := make(chan struct{})
 	go func() {
 		var closing sync.WaitGroup
