@@ -56,9 +56,9 @@ func (s *Server) Handler(opts HTTPOptions) http.Handler {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.Server }, &mcp.StreamableHTTPOptions{
 		SessionTimeout:      opts.SessionTimeout,
 		MaxRequestBodyBytes: opts.MaxRequestBytes,
-		// A client of the 2026-07-28 protocol that goes away cancels its
-		// call (under older ones, the SDK cannot tell; the call runs to
-		// its end or its time limit).
+		// The SDK ties a call to its POST only on its stateless path
+		// under the 2026-07-28 protocol, which a stateful server like this
+		// one refuses: servePost (post.go) does it for every call.
 		PropagateRequestCancellation: true,
 	})
 	return RequireToken(opts.Token, http.NewCrossOriginProtection().Handler(s.answers.countPosts(s.cancelOnDelete(s.boundSessions(s.trackPresence(h))))))
