@@ -1,0 +1,5 @@
+//go:build !race
+
+package hosts
+
+const raceEnabled = false

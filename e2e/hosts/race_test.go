@@ -1,0 +1,6 @@
+//go:build race
+
+package hosts
+
+// raceEnabled: the test runs under -race, so the server is built with it too.
+const raceEnabled = true
