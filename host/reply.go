@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
@@ -18,6 +19,11 @@ type replyBox struct {
 	system *actor.ActorSystem
 	pid    *actor.PID
 	ch     chan any
+	// done: the wait is over, and a reply that comes late (the caller gave
+	// up) is dropped, not kept: the box stays reachable through its PID
+	// (the watcher set of the actor it asked keeps removed PIDs in its
+	// spare capacity, and protoactor caches the box in the PID).
+	done atomic.Bool
 }
 
 func newReplyBox(system *actor.ActorSystem) *replyBox {
@@ -33,8 +39,22 @@ func newReplyBox(system *actor.ActorSystem) *replyBox {
 
 // SendUserMessage keeps the first reply; later ones are dropped.
 func (r *replyBox) SendUserMessage(_ *actor.PID, message any) {
+	if r.done.Load() {
+		return
+	}
 	select {
 	case r.ch <- actor.UnwrapEnvelopeMessage(message):
+		if r.done.Load() {
+			r.drain() // the wait ended as it came
+		}
+	default:
+	}
+}
+
+// drain drops a reply nobody waits for.
+func (r *replyBox) drain() {
+	select {
+	case <-r.ch:
 	default:
 	}
 }
@@ -43,7 +63,7 @@ func (r *replyBox) SendUserMessage(_ *actor.PID, message any) {
 // target that stops without answering (protoactor drops the messages left
 // in a stopped actor's mailbox) ends the wait as a dead letter, not never.
 func (r *replyBox) SendSystemMessage(_ *actor.PID, message any) {
-	if _, ok := message.(*actor.Terminated); ok {
+	if _, ok := message.(*actor.Terminated); ok && !r.done.Load() {
 		select {
 		case r.ch <- &actor.DeadLetterResponse{}:
 		default:
@@ -57,6 +77,10 @@ func (r *replyBox) Stop(*actor.PID) {}
 // reply or the context. The box is unregistered on return.
 func (r *replyBox) request(ctx context.Context, target *actor.PID, msg any) (any, error) {
 	defer r.system.ProcessRegistry.Remove(r.pid)
+	defer func() {
+		r.done.Store(true)
+		r.drain() // a reply that came as the wait ended
+	}()
 	// Watched before the request goes, so that its Terminated comes after
 	// any answer it sends.
 	proc, _ := r.system.ProcessRegistry.Get(target)
