@@ -24,6 +24,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/executor"
 	"github.com/dsh-actors/dsh-actors/host"
+	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 	"github.com/dsh-actors/dsh-actors/mcpserve"
 	"github.com/dsh-actors/dsh-actors/metrics"
 )
@@ -31,12 +32,14 @@ import (
 const usage = `dsh-actors: real terminals for LLM agents, one supervised actor each.
 
 Commands:
-  serve [--config FILE] [--http ADDR] [--token TOKEN] [--metrics ADDR] [--grace D]
+  serve [--config FILE] [--http ADDR] [--token-file FILE] [--metrics ADDR] [--grace D]
       Serve every tool over the Model Context Protocol on stdin and stdout,
       or as streamable HTTP at /mcp (a bare port binds to 127.0.0.1), with
       Prometheus metrics at /metrics. One agent per MCP session; the
       session's end stops it. SIGINT/SIGTERM: calls in flight may finish
-      (up to --grace), the rest are cancelled, every process ends.
+      (up to --grace), the rest are cancelled, every process ends. The
+      bearer token comes from --token-file or $DSH_ACTORS_TOKEN (--token
+      works too, but every process can read a command line).
 
   call [--config FILE]
       Read tool calls from stdin, one JSON object a line:
@@ -442,14 +445,31 @@ func cmdConfig(args []string, stdout io.Writer) error {
 }
 
 func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "[--config FILE] [--http ADDR] [--token TOKEN] [--metrics ADDR] [--grace D]", "Serve every tool over the Model Context Protocol: on stdin and stdout, or with --http as streamable HTTP at /mcp, with Prometheus metrics at /metrics. One agent per MCP session, stopped with every process it started when the session ends. SIGINT or SIGTERM lets the calls in flight finish (up to --grace), cancels the rest, and ends every process.", stdout)
+	// The token in the environment is the server's: read once, and gone
+	// before any shell, terminal or plugin could inherit it.
+	envToken := os.Getenv(ptyproc.TokenVariable)
+	os.Unsetenv(ptyproc.TokenVariable)
+	fs := newFlags("serve", "[--config FILE] [--http ADDR] [--token-file FILE] [--metrics ADDR] [--grace D]", "Serve every tool over the Model Context Protocol: on stdin and stdout, or with --http as streamable HTTP at /mcp, with Prometheus metrics at /metrics. One agent per MCP session, stopped with every process it started when the session ends. SIGINT or SIGTERM lets the calls in flight finish (up to --grace), cancels the rest, and ends every process.\n\nThe bearer token is read from --token-file, else --token, else $DSH_ACTORS_TOKEN. Prefer the file or the variable: a command line is visible to every process of the machine (ps), the agents' shells included. The variable is removed from the server's environment once read, so no shell, terminal or plugin inherits it. The file holds the token alone (a trailing newline is trimmed), must not be empty, and must not be readable by others nor writable by its group or others (chmod 600 or 640).", stdout)
 	configPath := fs.String("config", "", "YAML configuration `file` (default: built-in defaults)")
 	addr := fs.String("http", "", "serve streamable HTTP on `ADDR` (PORT or HOST:PORT; a bare port binds to 127.0.0.1)")
-	token := fs.String("token", os.Getenv("DSH_ACTORS_TOKEN"), "require this bearer `token` of every HTTP request, /metrics included (default: $DSH_ACTORS_TOKEN)")
+	tokenFile := fs.String("token-file", "", "require the bearer token in `FILE` of every HTTP request, /metrics included (mode 600 or 640)")
+	token := fs.String("token", "", "require this bearer `token` of every HTTP request (visible to every process in ps: prefer --token-file or $DSH_ACTORS_TOKEN)")
 	metricsAddr := fs.String("metrics", "", "in stdio mode, serve Prometheus metrics at http://`ADDR`/metrics (with --http they are at /metrics on its listener)")
 	grace := fs.Duration("grace", 10*time.Second, "on SIGINT or SIGTERM, how long calls in flight may take to finish before they are cancelled")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	switch {
+	case *tokenFile != "" && *token != "":
+		return usageError{errors.New("serve: --token and --token-file: give one of them")}
+	case *tokenFile != "":
+		t, err := readTokenFile(*tokenFile)
+		if err != nil {
+			return usageError{fmt.Errorf("serve: --token-file: %v", err)}
+		}
+		*token = t
+	case *token == "":
+		*token = envToken
 	}
 	if *addr != "" && *metricsAddr != "" {
 		return usageError{errors.New("serve: --metrics is for stdio mode: with --http, the metrics are at /metrics on the same listener")}
@@ -558,6 +578,45 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	return errors.Join(err, stopHost(h))
 }
 
+// maxTokenFile bounds what --token-file reads: a token, not a document.
+const maxTokenFile = 4096
+
+// readTokenFile reads the token of --token-file: the file's whole text
+// less trailing line ends, not empty, and in a file that others cannot
+// read and neither its group nor others can write (a token anyone can read
+// is no better than one on the command line, and one they can write is
+// theirs). The mode is that of the file opened, so a pipe
+// (--token-file <(pass show dsh)) does as well as a file.
+func readTokenFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if perm := st.Mode().Perm(); perm&0o027 != 0 {
+		return "", fmt.Errorf("%s has mode %04o: others may read or write it, or its group may write it (chmod 600 %s)", path, perm, path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > maxTokenFile {
+		return "", fmt.Errorf("%s is larger than %d bytes: it should hold the token alone", path, maxTokenFile)
+	}
+	t := strings.TrimRight(string(b), "\r\n")
+	if t == "" {
+		return "", fmt.Errorf("%s is empty: it should hold the token", path)
+	}
+	if err := mcpserve.CheckToken(t); err != nil {
+		return "", fmt.Errorf("%s: %v", path, err)
+	}
+	return t, nil
+}
+
 // loopbackUnlessTold is the address to listen on for flag: a bare port
 // means 127.0.0.1; another host is taken as asked, and needs a token.
 func loopbackUnlessTold(flag, addr, token string) (string, error) {
@@ -578,7 +637,7 @@ func loopbackUnlessTold(flag, addr, token string) (string, error) {
 		return "", usageError{fmt.Errorf("serve: %s %q: the port must be a number from 0 to 65535", flag, addr)}
 	}
 	if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && token == "" {
-		return "", usageError{fmt.Errorf("serve: %s %q is reachable from other machines: give --token (or $DSH_ACTORS_TOKEN) too", flag, addr)}
+		return "", usageError{fmt.Errorf("serve: %s %q is reachable from other machines: give --token-file (or $DSH_ACTORS_TOKEN) too", flag, addr)}
 	}
 	return net.JoinHostPort(host, port), nil
 }

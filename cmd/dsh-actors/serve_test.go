@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
 )
 
@@ -272,3 +276,106 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Logf("serve: %s", p); return len(p), nil }
+
+// The token is the server's: an agent's bash and terminals do not inherit
+// $DSH_ACTORS_TOKEN, whether the token came from it or from a file, while
+// the server requires the token of every request.
+func TestServeKeepsItsTokenFromAgents(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "token")
+	if err := os.WriteFile(file, []byte("tok-from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, token string
+		args        []string
+	}{
+		{"from the environment", "tok-from-env", nil},
+		{"from a file, the variable set too", "tok-from-file", []string{"--token-file", file}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv(ptyproc.TokenVariable, "tok-from-env")
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			stderr := &testkit.Buffer{}
+			done := make(chan error, 1)
+			go func() {
+				done <- cmdServe(ctx, append([]string{"--http", "127.0.0.1:0"}, c.args...), nil, io.Discard, stderr)
+			}()
+			url := address(t, stderr, "MCP")
+			if code, _ := get(t, strings.TrimSuffix(url, "/mcp")+"/metrics", ""); code != http.StatusUnauthorized {
+				t.Fatalf("a request without the token: %d", code)
+			}
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
+				&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerTransport{c.token}}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			call := func(tool string, args map[string]any) string {
+				t.Helper()
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+				if err != nil || res.IsError || len(res.Content) == 0 {
+					t.Fatalf("%s: %+v %v", tool, res, err)
+				}
+				return res.Content[0].(*mcp.TextContent).Text
+			}
+			const probe = "echo token:${DSH_ACTORS_TOKEN-unset}"
+			for what, out := range map[string]string{
+				"bash":                 call("bash", map[string]any{"command": probe}),
+				"a terminal's command": call("terminal_open", map[string]any{"command": probe}),
+				"a terminal's bash": func() string {
+					call("terminal_open", map[string]any{})
+					return call("terminal_send", map[string]any{"terminal_id": "t2", "text": probe, "keys": []string{"Enter"}})
+				}(),
+			} {
+				if !strings.Contains(out, "token:unset") || strings.Contains(out, "tok-from") {
+					t.Errorf("%s sees the server's token:\n%s", what, out)
+				}
+			}
+			cs.Close()
+			cancel()
+			waitServe(t, done)
+		})
+	}
+}
+
+// --token-file: the token alone, a trailing newline trimmed, in a file
+// nobody else may read; not together with --token.
+func TestServeTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil { // past the umask
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--token-file", write("world", "tok\n", 0o644)}, "mode 0644"},
+		{[]string{"--token-file", write("groupw", "tok\n", 0o620)}, "mode 0620"},
+		{[]string{"--token-file", write("empty", "\n", 0o600)}, "is empty"},
+		{[]string{"--token-file", write("spaces", "to k\n", 0o600)}, "printable ASCII characters without spaces"},
+		{[]string{"--token-file", write("big", strings.Repeat("x", 5000), 0o600)}, "larger than 4096 bytes"},
+		{[]string{"--token-file", filepath.Join(dir, "missing")}, "no such file"},
+		{[]string{"--token-file", write("ok", "tok\n", 0o600), "--token", "tok"}, "give one of them"},
+	} {
+		err := cmdServe(context.Background(), append([]string{"--http", "0"}, c.args...), strings.NewReader(""), io.Discard, io.Discard)
+		var ue usageError
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.As(err, &ue) {
+			t.Errorf("%v: %v, want a usage error naming %q", c.args, err, c.want)
+		}
+	}
+	for _, mode := range []os.FileMode{0o600, 0o640, 0o400} {
+		p := write(fmt.Sprintf("ok%o", mode), "tok\r\n", mode)
+		if got, err := readTokenFile(p); got != "tok" || err != nil {
+			t.Errorf("mode %04o: %q %v, want tok", mode, got, err)
+		}
+	}
+}
