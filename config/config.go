@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"strconv"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -43,9 +45,15 @@ func (c Config) Validate() error {
 }
 
 // Parse reads YAML on top of the defaults and validates the result. name is
-// used in error messages (a file path, or "<stdin>").
+// used in error messages (a file path, or "<stdin>"). Every problem is
+// reported at once: unknown keys, values of the wrong type and values out of
+// range (a key that could not be read keeps its default for the range
+// checks), each with the line of the file it is on. Only a file that is not
+// YAML stops at its first error.
 func Parse(name string, data []byte) (Config, error) {
 	cfg := Default()
+	values := map[string]*yaml.Node{}
+	var errs []error
 	if len(bytes.TrimSpace(data)) > 0 {
 		var doc yaml.Node
 		dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -56,14 +64,54 @@ func Parse(name string, data []byte) (Config, error) {
 		if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
 			return Config{}, fmt.Errorf("config %s: more than one YAML document (a second one starts after ---)", name)
 		}
-		if errs := decodeInto(&doc, reflect.ValueOf(&cfg).Elem(), ""); len(errs) > 0 {
-			return Config{}, fmt.Errorf("config %s: %w", name, errors.Join(errs...))
-		}
+		errs = decodeInto(&doc, reflect.ValueOf(&cfg).Elem(), "", values)
 	}
-	if err := cfg.Validate(); err != nil {
-		return Config{}, fmt.Errorf("config %s: %w", name, err)
+	for _, err := range leaves(cfg.Validate()) {
+		errs = append(errs, withLine(err, values))
+	}
+	if len(errs) > 0 {
+		return Config{}, fmt.Errorf("config %s: %w", name, errors.Join(errs...))
 	}
 	return cfg, nil
+}
+
+// leaves are the errors joined in err, however deeply (each section joins
+// its own).
+func leaves(err error) []error {
+	if err == nil {
+		return nil
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, leaves(e)...)
+	}
+	return out
+}
+
+// withLine gives a range error ("bash.timeoutMs: -5 is out of range ...")
+// the line of its key's value in the file, as a decoding error has it:
+// after the value when the message starts with it as the file wrote it,
+// else after the key. An error about a key the file does not give (a
+// default that another key's value made wrong) stays as it is.
+func withLine(err error, values map[string]*yaml.Node) error {
+	key, rest, ok := strings.Cut(err.Error(), ": ")
+	n := values[key]
+	if !ok || n == nil {
+		return err
+	}
+	line := fmt.Sprintf(" (line %d)", n.Line)
+	if n.Kind == yaml.ScalarNode {
+		for _, v := range []string{n.Value, strconv.Quote(n.Value)} {
+			if after, found := strings.CutPrefix(rest, v+" "); found {
+				return fmt.Errorf("%s: %s%s %s", key, v, line, after)
+			}
+		}
+	}
+	return fmt.Errorf("%s%s: %s", key, line, rest)
 }
 
 // Load reads and validates the file at path; an empty path means Default.

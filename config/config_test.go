@@ -154,3 +154,49 @@ func TestDefaultFileLoadsBackToTheDefaults(t *testing.T) {
 		t.Error("the file abbreviates a value")
 	}
 }
+
+// A file's problems are all reported in one pass, each with its line:
+// unknown keys, values of the wrong type and values out of range together.
+func TestEveryProblemAtOnceWithItsLine(t *testing.T) {
+	file := `bash:
+  timeoutMs: -5
+  timeoutMS: 10
+  maxOutputChars: lots
+  description: ""
+terminal:
+  maxWaitMs: 0
+  killGraceMs: 1.5
+  defaultWaitMs: 2
+limits:
+  agents: -1
+session:
+  path: relative/x.db
+`
+	_, err := Parse("bad.yaml", []byte(file))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		"bash.timeoutMs: -5 (line 2) is out of range",
+		"bash.timeoutMS: unknown key (line 3;",
+		`bash.maxOutputChars: "lots" (line 4) is not a whole number`,
+		`bash.description: "" (line 5) is empty`,
+		"terminal.maxWaitMs: 0 (line 7) is out of range",
+		`terminal.killGraceMs: "1.5" (line 8) is not a whole number`,
+		"terminal.defaultWaitMs: 2 (line 9) is out of range (must be between 0 and maxWaitMs, which is 0)",
+		"limits.agents: -1 (line 11) is out of range",
+		`session.path: "relative/x.db" (line 13) is not an absolute path`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q:\n%v", want, err)
+		}
+	}
+	if n := strings.Count(err.Error(), "\n") + 1; n != 9 {
+		t.Errorf("%d problems reported, want 9:\n%v", n, err)
+	}
+	// A default made wrong by another key names no line of its own.
+	_, err = Parse("x.yaml", []byte("terminal:\n  maxWaitMs: 5\n"))
+	if err == nil || !strings.Contains(err.Error(), "terminal.defaultWaitMs: 10000 is out of range") {
+		t.Errorf("a default out of range: %v", err)
+	}
+}

@@ -12,11 +12,13 @@ import (
 
 // decodeInto sets the fields of v (a pointer to a struct) from the YAML
 // mapping in node, key by key, and returns every problem found, each naming
-// its YAML path (bash.timeoutMs), the value and the rule. yaml.v3's own
+// its YAML path (bash.timeoutMs), the value and the rule. values gets the
+// value node of every key read, by path, for the line of a later range
+// error. yaml.v3's own
 // decoding names neither the key of a wrong type ("cannot unmarshal !!str
 // into int64") nor the file's key of an unknown field ("field timeoutMS not
 // found in type shell.Config"), and takes 1.5 for 1.
-func decodeInto(node *yaml.Node, v reflect.Value, path string) []error {
+func decodeInto(node *yaml.Node, v reflect.Value, path string, values map[string]*yaml.Node) []error {
 	if node.Kind == yaml.DocumentNode {
 		if len(node.Content) == 0 {
 			return nil
@@ -53,7 +55,8 @@ func decodeInto(node *yaml.Node, v reflect.Value, path string) []error {
 				errs = append(errs, fmt.Errorf("%s: unknown key (line %d; %s has %s)", key, k.Line, orTop(path), strings.Join(known(keys), ", ")))
 				continue
 			}
-			errs = append(errs, decodeInto(val, v.Field(field), key)...)
+			values[key] = val
+			errs = append(errs, decodeInto(val, v.Field(field), key, values)...)
 		}
 		return errs
 	case reflect.Bool:

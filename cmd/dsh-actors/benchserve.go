@@ -13,7 +13,7 @@ import (
 // cmdBenchServe measures MCP-over-HTTP sessions next to the Go API.
 func cmdBenchServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	def := bench.DefaultServeOptions()
-	fs := newFlags("bench serve", "[flags]", "Start `dsh-actors serve --http` as a process of its own and measure the bash tool over N MCP sessions at once, next to the same calls through the Go API of an in-process host, with the server's memory at idle and with the sessions live.", stdout)
+	fs := newFlags("bench serve", "[flags]", "Start `dsh-actors serve --http` as a process of its own and measure the bash tool over N MCP sessions at once, next to the same calls through the Go API of an in-process host, with the server's memory at idle and with the sessions live.", stderr)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
 	sessions := fs.Int("sessions", def.Sessions, "MCP sessions (and Go API agents) driven at once, each with a live shell")
 	calls := fs.Int("calls", def.CallsPerSession, "calls each session makes, back to back (without --duration)")

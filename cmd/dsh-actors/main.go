@@ -82,18 +82,21 @@ Commands:
       text for the model, as one JSON object.
 
   config check FILE
-      Load FILE as the runtime would and report every problem in it (each
-      names its key, the value and the rule); exit 0 when there is none.
+      Load FILE as the runtime would and report every problem in it at
+      once: unknown keys, wrong types, values out of range, each with its
+      key, its line, the value and the rule; exit 0 when there is none.
 
   config default
       Print the default configuration as a commented file, every key with
       its default; loaded back, it changes nothing.
 
   version
-      Print the module version and the VCS revision it was built from.
+      Print the module version and the VCS revision it was built from
+      (also: --version).
 
   help [COMMAND]
-      Show this text, or a command's own help (also: COMMAND -h).
+      Show this text, or a command's own help, on stdout (COMMAND -h shows
+      it on stderr, as a Go command's flags do).
 `
 
 const benchUsage = `Usage: dsh-actors bench BENCHMARK [flags]
@@ -167,15 +170,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "bench":
 		err = cmdBench(ctx, args[1:], stdout, stderr)
 	case "config":
-		err = cmdConfig(args[1:], stdout)
+		err = cmdConfig(args[1:], stdout, stderr)
 	case "serve":
 		err = cmdServe(ctx, args[1:], stdin, stdout, stderr)
 	case "tools":
 		err = cmdTools(args[1:], stdout, stderr)
 	case "tmux-location":
 		if len(args) > 1 {
-			if args[1] == "-h" || args[1] == "-help" || args[1] == "--help" {
-				fmt.Fprintln(stdout, "Usage: dsh-actors tmux-location\n\nPrint this process's tmux location as it would be injected; print nothing and exit 1 when not in a tmux pane of its own.")
+			if isHelp(args[1]) {
+				fmt.Fprintln(stderr, "Usage: dsh-actors tmux-location\n\nPrint this process's tmux location as it would be injected; print nothing and exit 1 when not in a tmux pane of its own.")
 				return 0
 			}
 			fmt.Fprintf(stderr, "dsh-actors: tmux-location: unexpected argument %q\n", args[1])
@@ -191,15 +194,26 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stdout, loc.State())
 		return 0
-	case "version":
+	case "version", "-version", "--version":
+		if len(args) > 1 {
+			if args[0] == "version" && isHelp(args[1]) {
+				fmt.Fprintln(stderr, "Usage: dsh-actors version\n\nPrint the module version and the VCS revision it was built from (also: dsh-actors --version).")
+				return 0
+			}
+			fmt.Fprintf(stderr, "dsh-actors: %s: unexpected argument %q\n", args[0], args[1])
+			return 2
+		}
 		fmt.Fprintln(stdout, version())
 		return 0
-	case "help", "-h", "-help", "--help":
-		if len(args) > 1 && args[0] == "help" {
-			// help CMD [SUB]: the command's own help.
-			return run(append(args[1:len(args):len(args)], "-h"), stdin, stdout, stderr)
+	case "help":
+		if len(args) > 1 {
+			// help CMD [SUB]: the command's own help, on stdout, as asked.
+			return run(append(args[1:len(args):len(args)], "-h"), stdin, stdout, stdout)
 		}
 		fmt.Fprint(stdout, usage)
+		return 0
+	case "-h", "-help", "--help":
+		fmt.Fprint(stderr, usage)
 		return 0
 	default:
 		fmt.Fprintf(stderr, "dsh-actors: unknown command %q\n\n%s", args[0], usage)
@@ -223,36 +237,45 @@ type usageError struct{ error }
 // errHelp: a command printed its help, as asked; the run succeeds.
 var errHelp = errors.New("help shown")
 
+// isHelp: the argument asks for help, as the flag package reads it.
+func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
+
 // flags is a command's flag set with its help text.
 type flags struct {
 	*flag.FlagSet
 	args, summary string
-	stdout        io.Writer
+	out           io.Writer // where -h shows the usage: stderr
 }
 
 // newFlags makes the flag set of command name: args shows its arguments in
-// the usage line, summary says what it does. The flag package prints
-// nothing itself: help goes to stdout, and a bad flag is reported once.
-func newFlags(name, args, summary string, stdout io.Writer) *flags {
+// the usage line, summary says what it does. As with a Go command's flag
+// set, -h shows the usage on out (stderr) and succeeds (flag.ErrHelp); a bad
+// flag is reported once, with exit 2. (`dsh-actors help COMMAND` shows the
+// same usage on stdout.) The flag package prints nothing itself.
+func newFlags(name, args, summary string, out io.Writer) *flags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	return &flags{FlagSet: fs, args: args, summary: summary, stdout: stdout}
+	return &flags{FlagSet: fs, args: args, summary: summary, out: out}
 }
 
 func (f *flags) usage() {
-	fmt.Fprintf(f.stdout, "Usage: dsh-actors %s %s\n\n%s\n", f.Name(), f.args, f.summary)
+	fmt.Fprintf(f.out, "Usage: dsh-actors %s %s\n\n%s\n", f.Name(), f.args, f.summary)
 	hasFlags := false
 	f.VisitAll(func(*flag.Flag) { hasFlags = true })
 	if hasFlags {
-		fmt.Fprintln(f.stdout, "\nFlags:")
-		f.SetOutput(f.stdout)
+		fmt.Fprintln(f.out, "\nFlags:")
+		f.SetOutput(f.out)
 		f.PrintDefaults()
 		f.SetOutput(io.Discard)
 	}
 }
 
-func parseFlags(fs *flags, args []string) error {
+// parseFlags parses a command's flags; it takes no other argument.
+func parseFlags(fs *flags, args []string) error { return parseArgs(fs, args, 0) }
+
+// parseArgs parses a command's flags, followed by exactly n arguments.
+func parseArgs(fs *flags, args []string, n int) error {
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -260,8 +283,10 @@ func parseFlags(fs *flags, args []string) error {
 		return errHelp
 	case err != nil:
 		return usageError{fmt.Errorf("%s: %v (dsh-actors %s -h shows its flags)", fs.Name(), err, fs.Name())}
-	case fs.NArg() > 0:
-		return usageError{fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
+	case fs.NArg() > n:
+		return usageError{fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(n))}
+	case fs.NArg() < n:
+		return usageError{fmt.Errorf("%s: missing %s (dsh-actors %s -h)", fs.Name(), fs.args, fs.Name())}
 	}
 	return nil
 }
@@ -282,7 +307,7 @@ func stopHost(h *host.Host) error {
 }
 
 func cmdCall(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("call", "[--config FILE] < calls.jsonl", "Read tool calls (and session lines) from stdin, one JSON object a line, and write one JSON result a line to stdout.", stdout)
+	fs := newFlags("call", "[--config FILE] < calls.jsonl", "Read tool calls (and session lines) from stdin, one JSON object a line, and write one JSON result a line to stdout.", stderr)
 	configPath := fs.String("config", "", "YAML configuration `file` (default: built-in defaults)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -304,15 +329,15 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && args[0] == "serve" {
 		return cmdBenchServe(ctx, args[1:], stdout, stderr)
 	}
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-		fmt.Fprint(stdout, benchUsage)
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprint(stderr, benchUsage)
 		return errHelp
 	}
 	if len(args) == 0 || args[0] != "shell" {
 		return usageError{errors.New(`bench: name a benchmark: "bench shell", "bench terminal", "bench soak" or "bench serve" (dsh-actors bench -h lists them)`)}
 	}
 	def := bench.DefaultShellOptions()
-	fs := newFlags("bench shell", "[flags]", "Measure the bash tool through the whole runtime next to the floor, a bare PTY bash round trip sampled in the same run.", stdout)
+	fs := newFlags("bench shell", "[flags]", "Measure the bash tool through the whole runtime next to the floor, a bare PTY bash round trip sampled in the same run.", stderr)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
 	iterations := fs.Int("iterations", def.Iterations, "samples of the echo and pwd scenarios")
 	spawns := fs.Int("spawn-iterations", def.SpawnIterations, "samples of the spawn+init+first echo scenario")
@@ -360,7 +385,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 func cmdBenchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench soak", "[flags]", "Throw random faults at agents' shells, terminals and tasks, check every answer, and count what is left after the host stops.", stdout)
+	fs := newFlags("bench soak", "[flags]", "Throw random faults at agents' shells, terminals and tasks, check every answer, and count what is left after the host stops.", stderr)
 	agents := fs.Int("agents", 100, "agents under faults at once")
 	duration := fs.Duration("duration", 30*time.Second, "how long faults are thrown at them")
 	terminals := fs.Int("terminals", 2, "terminals each agent keeps open at most (each takes a pty of kernel.pty.max)")
@@ -382,7 +407,7 @@ func cmdBenchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 func cmdBenchTerminal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	def := bench.DefaultTerminalOptions()
-	fs := newFlags("bench terminal", "[flags]", "Measure terminal_open and a terminal_send round trip next to the same programs on a bare PTY.", stdout)
+	fs := newFlags("bench terminal", "[flags]", "Measure terminal_open and a terminal_send round trip next to the same programs on a bare PTY.", stderr)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
 	iterations := fs.Int("iterations", def.Iterations, "samples of each open scenario (the send scenario takes four times as many)")
 	configPath := fs.String("config", "", "YAML configuration `file` (default: built-in defaults)")
@@ -421,19 +446,29 @@ check loads FILE as the runtime would and reports every problem in it;
 default prints every key with its default, as a commented file.
 `
 
-func cmdConfig(args []string, stdout io.Writer) error {
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-		fmt.Fprint(stdout, configUsage)
-		return errHelp
+func cmdConfig(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageError{errors.New(`config: "config check FILE" or "config default" (dsh-actors config -h)`)}
 	}
-	switch {
-	case len(args) == 2 && args[0] == "check":
-		if _, err := config.Load(args[1]); err != nil {
+	switch args[0] {
+	case "-h", "-help", "--help":
+		fmt.Fprint(stderr, configUsage)
+		return errHelp
+	case "check":
+		fs := newFlags("config check", "FILE", "Load FILE as the runtime would and report every problem in it at once: unknown keys, values of the wrong type and values out of range, each with its key, its line, the value and the rule. Exit 0 when there is none, 1 when there is any.", stderr)
+		if err := parseArgs(fs, args[1:], 1); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s: no problem found\n", args[1])
+		if _, err := config.Load(fs.Arg(0)); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: no problem found\n", fs.Arg(0))
 		return nil
-	case len(args) == 1 && args[0] == "default":
+	case "default":
+		fs := newFlags("config default", "", "Print the default configuration as a commented file, every key with its default; loaded back, it changes nothing.", stderr)
+		if err := parseFlags(fs, args[1:]); err != nil {
+			return err
+		}
 		b, err := config.DefaultYAML()
 		if err != nil {
 			return err
@@ -441,7 +476,7 @@ func cmdConfig(args []string, stdout io.Writer) error {
 		_, err = stdout.Write(b)
 		return err
 	}
-	return usageError{errors.New(`config: "config check FILE" or "config default" (dsh-actors config -h)`)}
+	return usageError{fmt.Errorf(`config: unknown subcommand %q: "config check FILE" or "config default" (dsh-actors config -h)`, args[0])}
 }
 
 func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -449,7 +484,7 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	// before any shell, terminal or plugin could inherit it.
 	envToken := os.Getenv(ptyproc.TokenVariable)
 	os.Unsetenv(ptyproc.TokenVariable)
-	fs := newFlags("serve", "[--config FILE] [--http ADDR] [--token-file FILE] [--metrics ADDR] [--grace D]", "Serve every tool over the Model Context Protocol: on stdin and stdout, or with --http as streamable HTTP at /mcp, with Prometheus metrics at /metrics. One agent per MCP session, stopped with every process it started when the session ends. SIGINT or SIGTERM lets the calls in flight finish (up to --grace), cancels the rest, and ends every process.\n\nThe bearer token is read from --token-file, else --token, else $DSH_ACTORS_TOKEN. Prefer the file or the variable: a command line is visible to every process of the machine (ps), the agents' shells included. The variable is removed from the server's environment once read, so no shell, terminal or plugin inherits it. The file holds the token alone (a trailing newline is trimmed), must not be empty, and must not be readable by others nor writable by its group or others (chmod 600 or 640).", stdout)
+	fs := newFlags("serve", "[--config FILE] [--http ADDR] [--token-file FILE] [--metrics ADDR] [--grace D]", "Serve every tool over the Model Context Protocol: on stdin and stdout, or with --http as streamable HTTP at /mcp, with Prometheus metrics at /metrics. One agent per MCP session, stopped with every process it started when the session ends. SIGINT or SIGTERM lets the calls in flight finish (up to --grace), cancels the rest, and ends every process.\n\nThe bearer token is read from --token-file, else --token, else $DSH_ACTORS_TOKEN. Prefer the file or the variable: a command line is visible to every process of the machine (ps), the agents' shells included. The variable is removed from the server's environment once read, so no shell, terminal or plugin inherits it. The file holds the token alone (a trailing newline is trimmed), must not be empty, and must not be readable by others nor writable by its group or others (chmod 600 or 640).", stderr)
 	configPath := fs.String("config", "", "YAML configuration `file` (default: built-in defaults)")
 	addr := fs.String("http", "", "serve streamable HTTP on `ADDR` (PORT or HOST:PORT; a bare port binds to 127.0.0.1)")
 	tokenFile := fs.String("token-file", "", "require the bearer token in `FILE` of every HTTP request, /metrics included (mode 600 or 640)")
@@ -671,7 +706,7 @@ func listen(what, addr, path string, mux *http.ServeMux, stderr io.Writer) (stop
 }
 
 func cmdTools(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("tools", "[--config FILE]", "Print every tool (name, description, input schema) and the guidance text for the model, as one JSON object.", stdout)
+	fs := newFlags("tools", "[--config FILE]", "Print every tool (name, description, input schema) and the guidance text for the model, as one JSON object.", stderr)
 	configPath := fs.String("config", "", "YAML configuration `file` (default: built-in defaults)")
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -412,11 +412,20 @@ func TestCallWritesJSONWithoutHTMLEscaping(t *testing.T) {
 	}
 }
 
-// Every command takes -h: its usage on stdout, exit 0. A bad flag is
-// reported once, on stderr, with exit 2.
+// As with a Go command's flags: every command takes -h (and -help,
+// --help), shows its usage on stderr and exits 0; `help COMMAND` shows the
+// same on stdout. A bad flag is reported once, on stderr, with exit 2.
+// --version, like version, prints the version.
 func TestHelpAndBadFlagsFollowGoConventions(t *testing.T) {
-	for _, args := range [][]string{{"call", "-h"}, {"bench", "-h"}, {"bench", "shell", "-h"}, {"bench", "terminal", "--help"},
-		{"bench", "soak", "-h"}, {"tmux-location", "-h"}, {"help", "call"}, {"help", "bench", "soak"}, {"help"}} {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"call", "-h"}, {"bench", "-h"}, {"bench", "shell", "-h"}, {"bench", "terminal", "--help"},
+		{"bench", "soak", "-h"}, {"bench", "serve", "-help"}, {"tmux-location", "-h"}, {"serve", "-h"}, {"tools", "-h"},
+		{"config", "-h"}, {"config", "check", "-h"}, {"config", "check", "--help"}, {"config", "default", "-h"}, {"version", "-h"}} {
+		var out, stderr bytes.Buffer
+		if code := run(args, strings.NewReader(""), &out, &stderr); code != 0 || !strings.Contains(stderr.String(), "Usage") && !strings.Contains(stderr.String(), "Commands:") || out.Len() > 0 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out.String(), stderr.String())
+		}
+	}
+	for _, args := range [][]string{{"help"}, {"help", "call"}, {"help", "bench", "soak"}, {"help", "config", "check"}, {"help", "version"}} {
 		var out, stderr bytes.Buffer
 		if code := run(args, strings.NewReader(""), &out, &stderr); code != 0 || !strings.Contains(out.String(), "Usage") && !strings.Contains(out.String(), "Commands:") || stderr.Len() > 0 {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out.String(), stderr.String())
@@ -426,9 +435,29 @@ func TestHelpAndBadFlagsFollowGoConventions(t *testing.T) {
 	if code := run([]string{"bench", "shell", "-bogus"}, nil, &out, &stderr); code != 2 || strings.Count(stderr.String(), "bogus") != 1 || out.Len() > 0 {
 		t.Errorf("a bad flag: exit %d, stdout %q, stderr %q", code, out.String(), stderr.String())
 	}
-	out.Reset()
-	if code := run([]string{"version"}, nil, &out, io.Discard); code != 0 || !strings.HasPrefix(out.String(), "dsh-actors ") || !strings.Contains(out.String(), "go1.") {
-		t.Errorf("version: exit %d, %q", code, out.String())
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
+		out.Reset()
+		stderr.Reset()
+		if code := run(args, nil, &out, &stderr); code != 0 || !strings.HasPrefix(out.String(), "dsh-actors ") || !strings.Contains(out.String(), "go1.") || stderr.Len() > 0 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out.String(), stderr.String())
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"version", "x"}, `unexpected argument "x"`},
+		{[]string{"config", "check"}, "config check: missing FILE"},
+		{[]string{"config", "check", "a.yaml", "b.yaml"}, `unexpected argument "b.yaml"`},
+		{[]string{"config", "check", "-x", "a.yaml"}, "flag provided but not defined: -x"},
+		{[]string{"config", "default", "x"}, `unexpected argument "x"`},
+		{[]string{"config", "show"}, `unknown subcommand "show"`},
+	} {
+		out.Reset()
+		stderr.Reset()
+		if code := run(c.args, nil, &out, &stderr); code != 2 || !strings.Contains(stderr.String(), c.want) || out.Len() > 0 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and %q", c.args, code, out.String(), stderr.String(), c.want)
+		}
 	}
 }
 
@@ -444,12 +473,17 @@ func TestConfigCheckAndDefault(t *testing.T) {
 	if code := run([]string{"config", "check", def}, nil, &out, &stderr); code != 0 || !strings.Contains(out.String(), "no problem") {
 		t.Fatalf("config check of the default file: exit %d, %q %q", code, out.String(), stderr.String())
 	}
+	// Every problem at once, each with its line: unknown keys, wrong
+	// types and values out of range.
 	bad := filepath.Join(dir, "bad.yaml")
-	os.WriteFile(bad, []byte("bash:\n  timeoutMS: 3\nterminal:\n  maxWaitMs: x\n"), 0o600)
+	os.WriteFile(bad, []byte("bash:\n  timeoutMS: 3\n  timeoutMs: -1\nterminal:\n  maxWaitMs: x\n  killGraceMs: 0\n"), 0o600)
 	stderr.Reset()
-	if code := run([]string{"config", "check", bad}, nil, io.Discard, &stderr); code != 1 ||
-		!strings.Contains(stderr.String(), "bash.timeoutMS: unknown key") || !strings.Contains(stderr.String(), `terminal.maxWaitMs: "x" (line 4) is not a whole number`) {
-		t.Fatalf("config check of a bad file: exit %d, %q", code, stderr.String())
+	code := run([]string{"config", "check", bad}, nil, io.Discard, &stderr)
+	for _, want := range []string{"bash.timeoutMS: unknown key (line 2", "bash.timeoutMs: -1 (line 3) is out of range",
+		`terminal.maxWaitMs: "x" (line 5) is not a whole number`, "terminal.killGraceMs: 0 (line 6) is out of range"} {
+		if code != 1 || !strings.Contains(stderr.String(), want) {
+			t.Errorf("config check of a bad file: exit %d, %q; want 1 and %q", code, stderr.String(), want)
+		}
 	}
 }
 
