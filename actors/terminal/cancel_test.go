@@ -151,7 +151,9 @@ func TestEveryResultIsWithinTheCap(t *testing.T) {
 // A task_kill whose caller gives up goes on, but takes no output with it:
 // what the task printed meanwhile comes with the next task_output.
 func TestAWithdrawnKillTakesNoOutput(t *testing.T) {
-	f := newFixture(t, func(c *config.Config) { c.Terminal.KillGraceMs = 300 })
+	// The grace is the time the test has to see the program's answer to
+	// SIGINT and withdraw the kill before SIGTERM ends the task.
+	f := newFixture(t, func(c *config.Config) { c.Terminal.KillGraceMs = 1000 })
 	id, _ := f.open(`{}`)
 	page := func(want string) func() (bool, string) {
 		return func() (bool, string) {
@@ -159,12 +161,21 @@ func TestAWithdrawnKillTakesNoOutput(t *testing.T) {
 			return strings.Contains(p, want), p
 		}
 	}
+	// The program waits for SIGINT with sigwait, not a Python handler, and
+	// writes each line with one os.write, not print. A handler runs only
+	// between bytecodes: a SIGINT that came after the last check and before
+	// time.sleep began waited for the sleep to end (the kill's SIGTERM came
+	// first, and "<K-int>" never did); and a handler ran inside print's
+	// flush, so with PYTHONUNBUFFERED=1 (print writes the text and the
+	// "\n" apart) its line came between them: "<K-ready><K-int>\n\n". A
+	// page's "\n" after the last output is the page's own, so only the text
+	// is waited for; its "\n" came in the same write.
 	py := testkit.Python3(t)
-	text := py + ` -c 'import signal, time; signal.signal(signal.SIGINT, lambda *a: print("<K-" + "int>", flush=True)); print("<K-" + "ready>", flush=True); time.sleep(600)'`
+	text := py + ` -c 'import os, signal, time; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}); os.write(1, b"<K-" b"ready>\n"); signal.sigwait({signal.SIGINT}); os.write(1, b"<K-" b"int>\n"); time.sleep(600)'`
 	b, _ := json.Marshal(map[string]any{"terminal_id": id, "text": text, "keys": []string{"Enter"}, "run_in_background": true})
 	task, _ := f.call("terminal_send", string(b)).data["task_id"].(string)
-	testkit.Eventually(t, "the program ready", page("<K-ready>\n"))
-	f.cancelWhen("task_kill", fmt.Sprintf(`{"task_id":%q}`, task), page("<K-int>\n"))
+	testkit.Eventually(t, "the program ready", page("<K-ready>"))
+	f.cancelWhen("task_kill", fmt.Sprintf(`{"task_id":%q}`, task), page("<K-int>"))
 	testkit.Eventually(t, "the kill to end the task", func() (bool, string) {
 		l := f.call("task_list", `{}`).text
 		return !strings.Contains(l, "running"), l
