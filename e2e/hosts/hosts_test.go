@@ -38,7 +38,7 @@ const (
 	// sessionTimeout is the HTTP server's mcp.sessionTimeoutMs: a session
 	// with no request for this long ends, and its processes with it. Only
 	// Codex ends its session at exit; the other hosts leave it open.
-	sessionTimeout = 5 * time.Second
+	sessionTimeout = 10 * time.Second
 	// grace is the --grace of every server.
 	grace = time.Second
 )
@@ -227,7 +227,7 @@ func runHost(t *testing.T, e *env, h hostSpec, transport string) {
 		}
 	}
 	opts := h.opts
-	opts.sleep = "sleep " + strconv.Itoa(sleepSeconds)
+	opts.sleep, opts.sleepFor = "sleep "+strconv.Itoa(sleepSeconds), sleepSeconds*time.Second
 	steps := script(opts)
 	logDir := ""
 	if e.log != "" {
@@ -264,7 +264,8 @@ func runHost(t *testing.T, e *env, h hostSpec, transport string) {
 	res := r.runHostCommand(args, environ)
 
 	// What the model saw, step by step.
-	seen, resends, problems, final := r.model.results()
+	o := r.model.outcome()
+	seen := o.seen
 	for i, s := range steps {
 		t.Run("model-saw/"+s.name, func(t *testing.T) {
 			if i >= len(seen) {
@@ -278,20 +279,24 @@ func runHost(t *testing.T, e *env, h hostSpec, transport string) {
 						h.name, transport, i+1, s.tool, showArgs(s, seen), c.name, c.want, indent(seen[i]))
 				}
 			}
-			t.Logf("step %d (%s %s): the model saw:\n%s", i+1, s.tool, showArgs(s, seen), indent(seen[i]))
+			if s.within > 0 && o.took[i] > s.within {
+				t.Errorf("%s %s, step %d (%s %s): the result came %v after the call, not within %v: the host's own time limit did not end the call",
+					h.name, transport, i+1, s.tool, showArgs(s, seen), o.took[i].Round(time.Millisecond), s.within)
+			}
+			t.Logf("step %d (%s %s), %v after the call, the model saw:\n%s", i+1, s.tool, showArgs(s, seen), o.took[i].Round(time.Millisecond), indent(seen[i]))
 		})
 	}
 	t.Run("host-finished", func(t *testing.T) {
 		if res.err != nil {
 			t.Errorf("%s %s: the host: %v; its output:\n%s", h.name, transport, res.err, indent(tail(res.out, 6000)))
 		}
-		if !final {
+		if !o.final {
 			t.Errorf("%s %s: the model never gave its final answer (the script did not finish)", h.name, transport)
 		}
-		for _, p := range problems {
+		for _, p := range o.problems {
 			t.Errorf("%s %s: the model: %s", h.name, transport, p)
 		}
-		for _, s := range resends {
+		for _, s := range o.resends {
 			t.Logf("%s %s: the host changed a result it had already sent: %s", h.name, transport, s)
 		}
 	})
@@ -480,7 +485,6 @@ func (r *run) hostEnv(extra ...string) []string {
 		"XDG_CACHE_HOME="+filepath.Join(r.home, ".cache"),
 		"XDG_STATE_HOME="+filepath.Join(r.home, ".local", "state"),
 		"NO_COLOR=1",
-		"CI=true",
 		// Whatever honours a proxy and is not going to loopback goes to
 		// a port where nothing listens, and fails at once.
 		"HTTP_PROXY="+deadProxy, "HTTPS_PROXY="+deadProxy, "http_proxy="+deadProxy, "https_proxy="+deadProxy,

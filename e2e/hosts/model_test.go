@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -52,11 +53,13 @@ type model struct {
 	onFinal func()
 
 	mu       sync.Mutex
-	seen     []string // the tool results the model was given, by step
-	resends  []string // a result that came back different in a later request
-	problems []string // requests the model could not answer as scripted
-	final    bool     // the final text was sent
-	n        int      // requests served
+	seen     []string        // the tool results the model was given, by step
+	asked    []time.Time     // when the model first made each step's call
+	took     []time.Duration // from the call to its result, by step
+	resends  []string        // a result that came back different in a later request
+	problems []string        // requests the model could not answer as scripted
+	final    bool            // the final text was sent
+	n        int             // requests served
 	apiSeen  map[string]int
 }
 
@@ -99,6 +102,11 @@ func (m *model) next(c conversation) reply {
 			continue
 		}
 		m.seen = append(m.seen, r)
+		var took time.Duration
+		if i < len(m.asked) {
+			took = time.Since(m.asked[i])
+		}
+		m.took = append(m.took, took)
 	}
 	i := len(c.results)
 	if i >= len(m.script) {
@@ -119,6 +127,9 @@ func (m *model) next(c conversation) reply {
 	if err != nil {
 		panic(err)
 	}
+	if i == len(m.asked) {
+		m.asked = append(m.asked, time.Now())
+	}
 	return reply{tool: name, args: args, id: fmt.Sprintf("call_%d", i+1)}
 }
 
@@ -129,11 +140,20 @@ func (m *model) problem(format string, args ...any) {
 	m.problems = append(m.problems, fmt.Sprintf(format, args...))
 }
 
-// results returns what the model saw, step by step.
-func (m *model) results() (seen, resends, problems []string, final bool) {
+// outcome is what the model saw over a run.
+type outcome struct {
+	seen     []string        // the text of each step's result
+	took     []time.Duration // from each call to its result
+	resends  []string        // results that changed in a later request
+	problems []string        // requests the model could not answer as scripted
+	final    bool            // the script ran to its end
+}
+
+func (m *model) outcome() outcome {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]string(nil), m.seen...), append([]string(nil), m.resends...), append([]string(nil), m.problems...), m.final
+	return outcome{seen: slices.Clone(m.seen), took: slices.Clone(m.took), resends: slices.Clone(m.resends),
+		problems: slices.Clone(m.problems), final: m.final}
 }
 
 // log writes one exchange to logDir (HOSTS_LOG), to see what a host sends.

@@ -3,6 +3,7 @@ package hosts
 import (
 	"regexp"
 	"strings"
+	"time"
 )
 
 // step is one tool call of the script and what the model must see in its
@@ -14,6 +15,9 @@ type step struct {
 	// terminal id the model was given).
 	args   func(results []string) map[string]any
 	checks []check
+	// within, when set, bounds the time from the call to its result as
+	// the model sees it.
+	within time.Duration
 }
 
 // check is one thing the model must see in a step's result.
@@ -69,8 +73,9 @@ type scriptOptions struct {
 	// hostTimeout: the host's own per-call limit is set short, and one call
 	// runs past it (sleep), to see the shell keep its state after.
 	hostTimeout bool
-	// sleep is the command that runs past the host's limit.
-	sleep string
+	// sleep is the command that runs past the host's limit, for sleepFor.
+	sleep    string
+	sleepFor time.Duration
 }
 
 // script is the conversation every host goes through.
@@ -97,7 +102,10 @@ func script(o scriptOptions) []step {
 	}
 	if o.hostTimeout {
 		steps = append(steps,
-			step{name: "past-host-timeout", tool: "bash", args: fixed(map[string]any{"command": o.sleep})},
+			// The host gives up at its limit, long before the command
+			// would end; what it tells the model is the host's own.
+			step{name: "past-host-timeout", tool: "bash", args: fixed(map[string]any{"command": o.sleep}),
+				within: o.sleepFor / 2},
 			step{name: "state-after-host-timeout", tool: "bash", args: fixed(map[string]any{"command": "echo $X $PWD"}),
 				checks: []check{contains("sees-1-tmp", "1 /tmp")}})
 	}
