@@ -37,8 +37,9 @@
 //   - bash "export X=1; cd /tmp", then bash "echo $X $PWD": "1 /tmp", the
 //     shell kept its state between calls;
 //   - bash "false": "[exit code: 1]";
-//   - terminal_open python3: ">>>" and the terminal id; terminal_send of
-//     "6*7\n" to that terminal: "42" on a line of its own;
+//   - terminal_open python3 (the interpreter's own path): ">>>" and the
+//     terminal id; terminal_send of "6*7\n" to that terminal: "42" on a
+//     line of its own;
 //   - Gemini CLI only: a bash call with "wait_for_previous": true among its
 //     arguments (Gemini CLI adds that parameter to every tool and forwards
 //     it) runs;

@@ -227,6 +227,7 @@ func runHost(t *testing.T, e *env, h hostSpec, transport string) {
 		}
 	}
 	opts := h.opts
+	opts.python3 = testkit.Python3(t)
 	opts.sleep, opts.sleepFor = "sleep "+strconv.Itoa(sleepSeconds), sleepSeconds*time.Second
 	steps := script(opts)
 	logDir := ""
@@ -389,7 +390,7 @@ func (r *run) checkLeftovers(t *testing.T) {
 	} else {
 		t.Logf("the server's processes were gone %v after the host exited", time.Since(start).Round(time.Millisecond))
 	}
-	if left := testkit.MarkedProcesses(r.hostMark); len(left) > 0 {
+	if left := waitFor(testkit.Timeout, func() []string { return testkit.MarkedProcesses(r.hostMark) }); len(left) > 0 {
 		t.Errorf("%s %s: processes of the host's own still running after it exited: %s", r.h.name, r.transport, strings.Join(left, "; "))
 	}
 }

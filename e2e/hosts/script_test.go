@@ -73,6 +73,9 @@ type scriptOptions struct {
 	// hostTimeout: the host's own per-call limit is set short, and one call
 	// runs past it (sleep), to see the shell keep its state after.
 	hostTimeout bool
+	// python3 is the interpreter's path (not a version manager's shim,
+	// which may take a second to start on a loaded machine).
+	python3 string
 	// sleep is the command that runs past the host's limit, for sleepFor.
 	sleep    string
 	sleepFor time.Duration
@@ -86,7 +89,7 @@ func script(o scriptOptions) []step {
 			checks: []check{contains("sees-1-tmp", "1 /tmp")}},
 		{name: "exit-status", tool: "bash", args: fixed(map[string]any{"command": "false"}),
 			checks: []check{contains("sees-exit-code-1", "[exit code: 1]")}},
-		{name: "terminal-open", tool: "terminal_open", args: fixed(map[string]any{"command": "python3"}),
+		{name: "terminal-open", tool: "terminal_open", args: fixed(map[string]any{"command": o.python3}),
 			checks: []check{contains("sees-prompt", ">>>"), word("sees-terminal-id", "t1")}},
 	}
 	open := len(steps) - 1
