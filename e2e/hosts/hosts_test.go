@@ -281,10 +281,12 @@ func runHost(t *testing.T, e *env, h hostSpec, transport string) {
 				}
 			}
 			if s.within > 0 && o.took[i] > s.within {
-				t.Errorf("%s %s, step %d (%s %s): the result came %v after the call, not within %v: the host's own time limit did not end the call",
-					h.name, transport, i+1, s.tool, showArgs(s, seen), o.took[i].Round(time.Millisecond), s.within)
+				t.Errorf("%s %s, step %d (%s %s): the result came %v after the call, not within %v: the host's own time limit did not end the call; the model saw:\n%s",
+					h.name, transport, i+1, s.tool, showArgs(s, seen), o.took[i].Round(time.Millisecond), s.within, indent(seen[i]))
 			}
-			t.Logf("step %d (%s %s), %v after the call, the model saw:\n%s", i+1, s.tool, showArgs(s, seen), o.took[i].Round(time.Millisecond), indent(seen[i]))
+			if !t.Failed() { // a failure has shown the text already
+				t.Logf("step %d (%s %s), %v after the call, the model saw:\n%s", i+1, s.tool, showArgs(s, seen), o.took[i].Round(time.Millisecond), indent(seen[i]))
+			}
 		})
 	}
 	t.Run("host-finished", func(t *testing.T) {
