@@ -28,7 +28,7 @@ func TestMain(m *testing.M) { testkit.Main(m) }
 
 const (
 	// hostRunTimeout bounds one run of a host, start-up included (opencode
-	// alone takes about 35 s to start on 2 cores).
+	// takes 10 to 45 s to start on 2 cores, depending on what else runs).
 	hostRunTimeout = 150 * time.Second
 	// hostTimeout is the per-call limit given to the hosts that have one
 	// (Codex tool_timeout_sec, opencode's per-server timeout); sleepSeconds
@@ -234,11 +234,10 @@ func runHost(t *testing.T, e *env, h hostSpec, transport string) {
 	if e.log != "" {
 		logDir = filepath.Join(e.log, h.name+"-"+transport)
 	}
-	r.model = startModel(t, h.api, steps, logDir)
-	r.model.onFinal = r.lookAtTheEnd
-
+	// The marks first: their checks then run after every other cleanup.
 	r.hostMark = marked(t)
 	r.serverMark = marked(t)
+	r.model = startModel(t, h.api, steps, logDir, r.lookAtTheEnd)
 	serverConfig := filepath.Join(tmp, "dsh-actors.yaml")
 	if err := os.WriteFile(serverConfig, []byte(fmt.Sprintf("mcp:\n  sessionTimeoutMs: %d\n", sessionTimeout.Milliseconds())), 0o644); err != nil {
 		t.Fatal(err)

@@ -43,7 +43,6 @@ type reply struct {
 
 // model plays one script for one run of a host.
 type model struct {
-	t      testing.TB
 	script []step
 	srv    *http.Server
 	url    string // http://127.0.0.1:PORT
@@ -60,13 +59,13 @@ type model struct {
 	problems []string        // requests the model could not answer as scripted
 	final    bool            // the final text was sent
 	n        int             // requests served
-	apiSeen  map[string]int
 }
 
-// startModel serves api on 127.0.0.1:0 until the test ends.
-func startModel(t testing.TB, api dialect, script []step, logDir string) *model {
+// startModel serves api on 127.0.0.1:0 until the test ends; onFinal may
+// be nil.
+func startModel(t testing.TB, api dialect, script []step, logDir string, onFinal func()) *model {
 	t.Helper()
-	m := &model{t: t, script: script, logDir: logDir, apiSeen: map[string]int{}}
+	m := &model{script: script, logDir: logDir, onFinal: onFinal}
 	if logDir != "" {
 		if err := os.MkdirAll(logDir, 0o755); err != nil {
 			t.Fatal(err)
