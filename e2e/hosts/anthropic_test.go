@@ -79,7 +79,6 @@ func (anthropic) handler(m *model) http.Handler {
 		}
 		s := newSSE(w)
 		msg := anthropicMessage(model, rep)
-		content := msg["content"]
 		msg["content"] = []any{}
 		msg["stop_reason"] = nil
 		s.event("message_start", map[string]any{"type": "message_start", "message": msg})
@@ -94,7 +93,6 @@ func (anthropic) handler(m *model) http.Handler {
 			s.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
 				"delta": map[string]any{"type": "text_delta", "text": rep.text}})
 		}
-		_ = content
 		s.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
 		s.event("message_delta", map[string]any{"type": "message_delta",
 			"delta": map[string]any{"stop_reason": anthropicStop(rep), "stop_sequence": nil},

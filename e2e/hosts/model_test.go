@@ -208,7 +208,7 @@ func pickTool(offered []string, tool string) string {
 	return bare
 }
 
-// readBody reads a request body (bounded) and logs the exchange after.
+// readBody reads a request body, up to 64 MiB.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 	if err != nil {
