@@ -121,6 +121,30 @@
 // in opencode.json ("type": "remote" with "url" and "headers", or "type":
 // "local" with "command" as a list).
 //
+// # What the hosts were seen to do
+//
+// At the versions pinned, with HOSTS_LOG traces and a logging wrapper in
+// place of the stdio server:
+//
+//   - at exit over stdio, Claude Code sends SIGINT, SIGTERM 0.1 s later and
+//     SIGKILL 0.4 s after that, without closing the server's stdin first;
+//     Codex closes stdin and sends SIGTERM together, then SIGKILL within
+//     about 50 ms; opencode closes stdin, then SIGTERM 2 s later and SIGKILL
+//     2 s after that; Gemini CLI sends SIGTERM and closes stdin, and nothing
+//     more (a server that ignored both would outlive it). Over HTTP only
+//     Codex sends DELETE (without waiting for its answer); the others just
+//     go;
+//   - at its per-call limit Codex drops the call's POST and then sends
+//     notifications/cancelled; opencode sends notifications/cancelled and
+//     keeps the POST open for the answer. opencode also sends
+//     notifications/cancelled after every answer it has received, and,
+//     when its first HTTP session has expired during its slow start-up,
+//     it initializes a new one on the 404 and carries on;
+//   - the stdio server gets the host's environment: all of it from Claude
+//     Code (ANTHROPIC_API_KEY included) and opencode, all but the API key
+//     from Gemini CLI, and only a few basic variables (HOME, PATH, LANG,
+//     SHELL, TERM, ...) from Codex, each plus the configured env.
+//
 // # Goroutines
 //
 // Each run starts the model server's accept loop (and, with HOSTS_LOG over
