@@ -191,7 +191,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *ptyproc.Probe:
 		if t, ok := m.Tag.(withdrawProbe); ok {
 			if m.Proc == a.proc {
-				a.interruptWithdrawn(t)
+				a.interruptWithdrawn(t, m)
 			}
 		} else if m.Proc == a.proc {
 			a.probed(ctx, m)
@@ -202,6 +202,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.ticked(ctx, m)
 	case *withdrawnTick:
 		a.withdrawnStep(ctx, m)
+	case *withdrawRecheck:
+		a.rechecked(m)
 	case *admitted:
 		if c := m.c; c.ticket == m.t && !c.admitted {
 			c.admitted = true

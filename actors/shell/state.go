@@ -141,6 +141,8 @@ type call struct {
 	// was sent for it.
 	withdrawn   bool
 	interrupted bool
+	// signalled is the foreground group that got its SIGINT last.
+	signalled int
 }
 
 // interrupt is the state of stopping a command that waits for input before

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 )
 
 // A call whose caller gives up (a host's timeout, a user's cancel, a
@@ -54,29 +56,93 @@ func (a *Actor) withdraw(c *call) {
 	// delivering what came before: a probe asked now is answered after the
 	// line is typed (or queued to the writer, which SIGINT empties), so
 	// SIGINT then cannot come before the line and let it run after.
-	a.proc.Probe(withdrawProbe{c: c, gen: a.ex.gen}, false)
+	a.proc.ProbeForeground(withdrawProbe{c: c, gen: a.ex.gen})
 }
 
 // withdrawProbe tags the probe after which a withdrawn call's line gets
-// SIGINT.
+// SIGINT; n counts the looks after the first SIGINT (see recheck).
 type withdrawProbe struct {
 	c   *call
 	gen uint64
+	n   int
 }
+
+// A SIGINT that lands just as bash forks a command reaches the child before
+// it has executed its program, while it still runs bash's own handler: the
+// signal is taken and lost, and the command runs on. So the foreground
+// group is looked at again, recheckEvery apart, recheckLooks times: when
+// another group has the terminal than the one signalled, and bash is not
+// back at its prompt, that group gets SIGINT too; bash itself gets only the
+// first. (A program that took the first SIGINT and is cleaning up keeps its
+// group, and is left to finish.)
+const (
+	recheckEvery = 10 * time.Millisecond
+	recheckLooks = 20
+	// bashLooks: while bash itself has the terminal, this many looks come
+	// before it gets its SIGINT.
+	bashLooks = 5
+)
+
+// withdrawRecheck asks for the next look.
+type withdrawRecheck struct{ t withdrawProbe }
 
 // interruptWithdrawn sends SIGINT for withdrawn call c, whose line is
 // typed, unless the call moved on meanwhile.
-func (a *Actor) interruptWithdrawn(t withdrawProbe) {
+func (a *Actor) interruptWithdrawn(t withdrawProbe, p *ptyproc.Probe) {
 	c := a.cur
-	if c == nil || c != t.c || a.ex.gen != t.gen || a.ex.step != stepText || c.interrupted {
+	if c == nil || c != t.c || a.ex.gen != t.gen || a.ex.step != stepText || c.interrupted && t.n == 0 {
 		return // it ended, or went on to an exchange of the runtime's
+	}
+	switch {
+	case a.classify(p) == stateAtPrompt:
+		// The line is done and bash is back in its input read: nothing to
+		// interrupt, and a SIGINT there could cost the next line typed.
+		return
+	case p.Err != nil, t.n > 0 && p.Pgrp == c.signalled:
+		a.recheck(t) // the group signalled still has the terminal
+		return
+	case p.Pgrp == a.proc.PID() && (c.interrupted || t.n < bashLooks):
+		// bash itself has the terminal: it may be forking a command, whose
+		// child is in bash's group until it takes a group of its own. bash
+		// gets one SIGINT, once that has settled (or for good: a builtin
+		// loop, or a shell without job control).
+		a.recheck(t)
+		return
+	case p.ForegroundForked && t.n < recheckLooks:
+		// bash has forked the command, which has not executed its program
+		// yet: a SIGINT now would meet bash's handler in the child.
+		a.recheck(t)
+		return
 	}
 	if err := a.proc.Signal(syscall.SIGINT); err != nil {
 		c.notes = append(c.notes, fmt.Sprintf("[could not send SIGINT to the command (%v)]", err))
-	} else {
-		c.interrupted = true
+		a.armWithdrawn(c, 0, a.opts.Config.CancelGrace())
+		return
 	}
-	a.armWithdrawn(c, 0, a.opts.Config.CancelGrace())
+	c.signalled = p.Pgrp
+	if !c.interrupted {
+		c.interrupted = true
+		a.armWithdrawn(c, 0, a.opts.Config.CancelGrace())
+	}
+	a.recheck(t)
+}
+
+// recheck looks at the foreground group again in a moment.
+func (a *Actor) recheck(t withdrawProbe) {
+	if t.n >= recheckLooks {
+		return
+	}
+	t.n++
+	send := a.send
+	time.AfterFunc(recheckEvery, func() { send(&withdrawRecheck{t}) })
+}
+
+// rechecked: time for the next look, if the call is still on the same
+// line.
+func (a *Actor) rechecked(r *withdrawRecheck) {
+	if c := a.cur; c != nil && c == r.t.c && a.ex.gen == r.t.gen && a.proc != nil {
+		a.proc.ProbeForeground(r.t)
+	}
 }
 
 // withdrawnTick: the next step for a withdrawn call still running.

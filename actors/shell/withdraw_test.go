@@ -41,9 +41,10 @@ func TestACancelledCallIsInterruptedAndTheShellKept(t *testing.T) {
 	h := newHost(t, nil)
 	bash(t, h, "a", "export MARK=old; cd /tmp")
 	sid := shellPID(t, h, "a")
-	cancelWhenStarted(t, h, "a", "echo partial-output\necho go > $GO; sleep 4711.5\necho third-line")
+	sleep := fmt.Sprintf("sleep %d.5", 100000+rand.IntN(800000))
+	cancelWhenStarted(t, h, "a", "echo partial-output\necho go > $GO; "+sleep+"\necho third-line")
 	testkit.Eventually(t, "the interrupted sleep gone", func() (bool, string) {
-		left := testkit.CommandsRunning("sleep 4711.5")
+		left := testkit.CommandsRunning(sleep)
 		return len(left) == 0, strings.Join(left, ", ")
 	})
 	next := bash(t, h, "a", `echo "[$MARK $PWD $$]"`)
@@ -71,7 +72,8 @@ func TestACancelledCallIsInterruptedAndTheShellKept(t *testing.T) {
 func TestACancelledCommandThatIgnoresSIGINTGetsSIGTERM(t *testing.T) {
 	h := newHost(t, func(c *config.Config) { c.Bash.CancelGraceMs = 100 })
 	bash(t, h, "a", "export MARK=kept")
-	cancelWhenStarted(t, h, "a", `bash -c 'trap "" INT; echo go > $GO; exec sleep 4712.5'`)
+	sleep := fmt.Sprintf("sleep %d.5", 100000+rand.IntN(800000))
+	cancelWhenStarted(t, h, "a", `bash -c 'trap "" INT; echo go > $GO; exec `+sleep+`'`)
 	next := bash(t, h, "a", `echo "[$MARK]"`)
 	for _, want := range []string{"interrupted with SIGINT", "sent SIGTERM to the foreground job", "[exit code: 143]", "[kept]\n"} {
 		if !strings.Contains(next.Text, want) {
@@ -81,9 +83,10 @@ func TestACancelledCommandThatIgnoresSIGINTGetsSIGTERM(t *testing.T) {
 	if next.FreshShell {
 		t.Errorf("the shell was reset: %q", next.Text)
 	}
-	if left := testkit.CommandsRunning("sleep 4712.5"); len(left) > 0 {
-		t.Errorf("still running: %v", left)
-	}
+	testkit.Eventually(t, sleep+" gone", func() (bool, string) {
+		left := testkit.CommandsRunning(sleep)
+		return len(left) == 0, strings.Join(left, ", ")
+	})
 }
 
 // A command that survives SIGINT, SIGTERM and SIGKILL to its job (bash

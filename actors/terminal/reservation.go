@@ -26,6 +26,10 @@ type heldSignal struct {
 	taskID string
 	until  time.Time
 	timer  *time.Timer
+	// send: the SIGINT of a terminal_send cancelled while it waited
+	// (taskID is then the send's call id); it goes only while nobody
+	// holds the terminal.
+	send bool
 }
 
 // heldRetry asks again whether the typed text was taken.
@@ -123,10 +127,39 @@ func (a *Actor) noteAnswer(callID string, kind waiterKind, from, to int64) {
 	a.answered = append(a.answered, answered{callID: callID, kind: kind, from: from, to: to, notes: a.carried.Take()})
 }
 
-// lostNotes are the notices of withdrawAnswered for the next result.
+// lostNotes are the notices of withdrawAnswered, and of sends cancelled
+// while they waited, for the next result.
 func (a *Actor) lostNotes(head []string) []string {
 	a.carried = a.lost.Take()
-	return append(a.carried.Notes(a.opts.ID), head...)
+	notes := append(a.carried.Notes(a.opts.ID), a.interrupted...)
+	a.interrupted = nil
+	return append(notes, head...)
+}
+
+// interruptCancelledSend: the caller of a terminal_send gave up while it
+// waited for the program (a host's own timeout, a user's cancel). As Ctrl-C
+// would, the foreground program gets SIGINT (and input it has not read is
+// dropped); the terminal and its session stay, and what the program printed
+// stays unread for the next result, which says what happened.
+//
+// Like task_kill's, the SIGINT is held until the program has taken the text
+// the send typed (see heldSignal), so that a line editor never runs the rest
+// of a cut line; it is not sent if another call holds the terminal by then.
+func (a *Actor) interruptCancelledSend(callID string) {
+	a.dropHeld()
+	a.held = &heldSignal{taskID: callID, send: true, until: time.Now().Add(heldSignalMax)}
+	a.proc.Probe(a.held, true)
+}
+
+// sendInterrupt sends a cancelled send's SIGINT, noted for the next result.
+func (a *Actor) sendInterrupt() {
+	note := fmt.Sprintf("[a terminal_send on %s was cancelled by its caller while it waited: sent SIGINT to the foreground program, as Ctrl-C would; what it printed is below, unread until now]", a.opts.ID)
+	if err := a.proc.Signal(syscall.SIGINT); err != nil {
+		note = fmt.Sprintf("[a terminal_send on %s was cancelled by its caller while it waited; SIGINT could not be sent (%v)]", a.opts.ID, err)
+	}
+	if len(a.interrupted) < lostLines {
+		a.interrupted = append(a.interrupted, note)
+	}
 }
 
 // cancel withdraws a call (see Cancel).
@@ -145,6 +178,9 @@ func (a *Actor) cancel(ctx actor.Context, callID string) {
 	}
 	if h := a.holder; h != nil && !h.task && h.id == callID {
 		a.holder = nil
+		if waiting && a.exit == nil && a.proc != nil {
+			a.interruptCancelledSend(callID)
+		}
 	}
 	if opening {
 		// Nobody knows this terminal's id: it would be held for good.
@@ -248,7 +284,13 @@ func (a *Actor) heldProbed(p *ptyproc.Probe, h *heldSignal) {
 		return
 	}
 	a.held = nil
-	if a.holder != nil && a.holder.id == h.taskID && a.exit == nil {
+	switch {
+	case h.send && a.holder == nil && a.exit == nil && p.Err == nil && p.Wait.State != procfs.WaitingInput:
+		// (A program back reading the terminal has nothing to interrupt;
+		// a SIGINT would still reach a shell at its prompt, and bash may
+		// then drop the next line typed or end the next wait early.)
+		a.sendInterrupt()
+	case !h.send && a.holder != nil && a.holder.id == h.taskID && a.exit == nil:
 		_ = a.proc.Signal(syscall.SIGINT)
 	}
 }

@@ -71,6 +71,12 @@ type Probe struct {
 	// InputPending is true when the terminal holds input that the program
 	// has not read yet (or Write still has bytes to send).
 	InputPending bool
+	// ForegroundForked: another group than the leader's has the terminal,
+	// and its leader is a child of the session leader still running the
+	// same program (a shell's fork that has not executed its command yet:
+	// a signal now meets the shell's own handler). Only filled in by
+	// ProbeForeground.
+	ForegroundForked bool
 	// Err is set when the state could not be read.
 	Err error
 }
@@ -85,6 +91,7 @@ type request struct {
 	data  []byte
 	modes bool // restore the terminal modes before writing data
 	wait  bool // a probe that also asks procfs.TTYWait
+	fg    bool // a probe that also fills in ForegroundForked
 }
 
 type requestKind int
@@ -136,6 +143,13 @@ func (p *Process) FlushThenWrite(tag any, data []byte, modes bool) {
 // group is blocked reading the terminal (procfs.TTYWait), which costs more.
 func (p *Process) Probe(tag any, wait bool) {
 	p.submit(request{kind: reqProbe, tag: tag, wait: wait})
+}
+
+// ProbeForeground is Probe that also says whether the foreground group is
+// a fork of the session leader that has not executed its program yet
+// (Probe.ForegroundForked), for a caller about to signal it.
+func (p *Process) ProbeForeground(tag any) {
+	p.submit(request{kind: reqProbe, tag: tag, fg: true})
 }
 
 // readLoop is the one goroutine that reads the master. Every chunk, every
@@ -246,7 +260,7 @@ func (p *Process) serve() bool {
 			}
 			p.Write(r.data)
 		case reqProbe:
-			pr, open := p.probe(r.tag, r.wait)
+			pr, open := p.probe(r.tag, r.wait, r.fg)
 			if !open {
 				return false
 			}
@@ -294,10 +308,13 @@ func (p *Process) readChunk() bool {
 // written before the look has been delivered (reading flushes the kernel's
 // pending buffer work first, n_tty_read). Output found by that read is
 // delivered and the look taken again, a few times.
-func (p *Process) probe(tag any, wait bool) (*Probe, bool) {
+func (p *Process) probe(tag any, wait, fg bool) (*Probe, bool) {
 	for again := 0; ; again++ {
 		pr := &Probe{Proc: p, Tag: tag}
 		p.look(pr, wait)
+		if fg && pr.Err == nil && pr.Pgrp != p.pid {
+			pr.ForegroundForked = p.forkedLeader(pr.Pgrp)
+		}
 		if !p.tryCredit() {
 			return pr, !p.closing.Load() // output still held by the receiver
 		}
@@ -352,6 +369,14 @@ func (p *Process) look(pr *Probe, wait bool) {
 	if wait {
 		pr.Wait, pr.Err = procfs.TTYWait(pgrp, p.ttyName)
 	}
+}
+
+// forkedLeader reports whether process pgrp is a child of the session
+// leader still running the leader's program.
+func (p *Process) forkedLeader(pgrp int) bool {
+	fg, err1 := procfs.Stat(pgrp)
+	leader, err2 := procfs.Stat(p.pid)
+	return err1 == nil && err2 == nil && fg.PPID == p.pid && fg.Comm == leader.Comm
 }
 
 // InputPending reports whether input written to the terminal has not been
