@@ -50,6 +50,7 @@ var comments = map[string]string{
 	"mcp.maxRequestBytes":            "largest request: an HTTP body, a stdio line",
 	"mcp.maxSessions":                "HTTP sessions open at once; a new one past it is refused (503)",
 	"mcp.turnIdleMs":                 "a call after this long without one begins a turn: the listeners' context (tmux location) comes with its result; 0: every call",
+	"mcp.progressIntervalMs":         "a call whose client gave a progress token is reported this often while it runs (time so far, last line printed)",
 	"mcp.detachedSessionMs":          "an HTTP session its client holds nothing of (no request, no stream, no call) this long ends, and its agent with every process; 30 s after a stream it held closed, if shorter",
 }
 

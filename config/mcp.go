@@ -32,6 +32,11 @@ type MCP struct {
 	// session whose client held a stream ends sooner: 30 s after it closed
 	// (or this, if shorter), as a live client opens it again at once.
 	DetachedSessionMs int64 `yaml:"detachedSessionMs"`
+	// ProgressIntervalMs: a call whose client gave a progress token gets a
+	// progress notification this often while it runs (the time so far and
+	// the last line it printed), so that a client that renews its own
+	// timeout on progress keeps waiting, and its user sees work going on.
+	ProgressIntervalMs int64 `yaml:"progressIntervalMs"`
 }
 
 // DefaultMCP: a session idle for 30 minutes ends, one its client holds
@@ -39,7 +44,7 @@ type MCP struct {
 // begins a turn.
 func DefaultMCP() MCP {
 	return MCP{SessionTimeoutMs: 30 * 60 * 1000, MaxRequestBytes: 4 << 20, TurnIdleMs: 30000, MaxSessions: 4096,
-		DetachedSessionMs: 2 * 60 * 1000}
+		DetachedSessionMs: 2 * 60 * 1000, ProgressIntervalMs: 5000}
 }
 
 // Validate names the key, the value and the rule of each error.
@@ -60,7 +65,15 @@ func (m MCP) Validate() error {
 	if m.DetachedSessionMs < 100 || m.DetachedSessionMs > 7*24*3600*1000 {
 		errs = append(errs, fmt.Errorf("mcp.detachedSessionMs: %d is out of range (must be between 100 and %d milliseconds)", m.DetachedSessionMs, int64(7*24*3600*1000)))
 	}
+	if m.ProgressIntervalMs < 100 || m.ProgressIntervalMs > 3600*1000 {
+		errs = append(errs, fmt.Errorf("mcp.progressIntervalMs: %d is out of range (must be between 100 and %d milliseconds)", m.ProgressIntervalMs, 3600*1000))
+	}
 	return errors.Join(errs...)
+}
+
+// ProgressInterval is ProgressIntervalMs as a duration.
+func (m MCP) ProgressInterval() time.Duration {
+	return time.Duration(m.ProgressIntervalMs) * time.Millisecond
 }
 
 // SessionTimeout is SessionTimeoutMs as a duration.

@@ -252,7 +252,70 @@ func (h *Host) Call(ctx context.Context, agentID, tool string, args json.RawMess
 	if err := ctx.Err(); err != nil {
 		return nil, err // withdrawn before it started: nothing runs
 	}
+	return h.call(ctx, agentID, tool, args, "c"+strconv.FormatUint(h.calls.Add(1), 10))
+}
+
+// Progress is how a running call is getting on (see CallWithProgress).
+type Progress struct {
+	// Elapsed is the time since the call was made.
+	Elapsed time.Duration
+	// Line is the last line of output the call has printed so far (bash
+	// calls; empty for other tools and before any output), at most 200
+	// bytes of it.
+	Line string
+}
+
+// CallWithProgress is Call, and while the call runs it reports the call's
+// progress to report every interval (for an MCP client that gave a
+// progress token, so that it knows the call is alive and can renew its
+// own timeout). report runs on a goroutine of the call's and must not
+// block for long; it is not called after CallWithProgress returns.
+func (h *Host) CallWithProgress(ctx context.Context, agentID, tool string, args json.RawMessage, interval time.Duration, report func(Progress)) (*messages.ToolResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if interval <= 0 || report == nil {
+		return h.Call(ctx, agentID, tool, args)
+	}
 	callID := "c" + strconv.FormatUint(h.calls.Add(1), 10)
+	start := time.Now()
+	done := make(chan struct{})
+	var reporting sync.WaitGroup
+	reporting.Go(func() {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			p := Progress{Elapsed: time.Since(start)}
+			if pid, ok := h.agents.Load(agentID); ok && tool == shell.ToolName {
+				// A look that takes long is skipped: the elapsed time
+				// still goes.
+				peekCtx, cancel := context.WithTimeout(ctx, interval/2)
+				if m, err := newReplyBox(h.system).request(peekCtx, pid.(*actor.PID), &shell.Peek{CallID: callID}); err == nil {
+					if pk, ok := m.(*shell.Peeked); ok {
+						p.Line = pk.Line
+					}
+				}
+				cancel()
+			}
+			select {
+			case <-done:
+				return
+			default:
+				report(p)
+			}
+		}
+	})
+	defer reporting.Wait()
+	defer close(done)
+	return h.call(ctx, agentID, tool, args, callID)
+}
+
+func (h *Host) call(ctx context.Context, agentID, tool string, args json.RawMessage, callID string) (*messages.ToolResult, error) {
 	call := &messages.ToolCall{CallId: callID, AgentId: agentID, Tool: tool, Arguments: args}
 	start := time.Now()
 	res, pid, err := h.ask(ctx, agentID, call, nil)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dsh-actors/dsh-actors/host"
 	"github.com/dsh-actors/dsh-actors/internal/limits"
+	"github.com/dsh-actors/dsh-actors/messages"
 )
 
 // Server is a host's tools as an MCP server.
@@ -203,7 +204,13 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, tool string
 		args = json.RawMessage("{}")
 	}
 	injected := s.beginTurnIfDue(ctx, e)
-	r, err := s.h.Call(ctx, e.agent, tool, args)
+	var r *messages.ToolResult
+	var err error
+	if token := req.Params.GetProgressToken(); token != nil {
+		r, err = s.h.CallWithProgress(ctx, e.agent, tool, args, s.h.Config().MCP.ProgressInterval(), progressReporter(ctx, req.Session, token))
+	} else {
+		r, err = s.h.Call(ctx, e.agent, tool, args)
+	}
 	if cause := context.Cause(ctx); err != nil && (errors.Is(cause, errShuttingDown) || errors.Is(cause, errSessionEnding) ||
 		errors.Is(cause, errClientGone) || errors.Is(cause, errDetached)) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -568,6 +569,71 @@ func TestEveryHostShowsTheModelTheOutput(t *testing.T) {
 		}
 		if _, ok := sch["properties"].(map[string]any); !ok {
 			t.Errorf("%s: schema without properties: %s", tl.Name, b)
+		}
+	}
+}
+
+// A call whose client gave a progress token is reported while it runs: the
+// seconds so far, growing, and the last line it printed.
+func TestLongCallsReportProgress(t *testing.T) {
+	h := hosttest.Start(t, func(c *config.Config) { c.MCP.ProgressIntervalMs = 100 }, host.Options{})
+	s := mcpserve.New(h, nil)
+	defer s.Close()
+	ct, st := mcp.NewInMemoryTransports()
+	if _, err := s.Connect(context.Background(), st, nil); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []*mcp.ProgressNotificationParams
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			got = append(got, req.Params)
+			mu.Unlock()
+		},
+	})
+	cs, err := c.Connect(context.Background(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	dir := t.TempDir()
+	params := &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
+		// Each step waits until the test has seen it reported.
+		"command": fmt.Sprintf(`for i in 1 2 3; do echo "step-$i"; while [ ! -e %s/seen-$i ]; do sleep 0.01; done; done; echo finished`, dir)}}
+	params.SetProgressToken("tok-1")
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), params)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	for i := 1; i <= 3; i++ {
+		testkit.Eventually(t, fmt.Sprintf("step-%d reported", i), func() (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, p := range got {
+				if strings.HasSuffix(p.Message, fmt.Sprintf(": step-%d", i)) {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprint(len(got), " notifications")
+		})
+		if err := os.WriteFile(fmt.Sprintf("%s/seen-%d", dir, i), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := <-done
+	if res == nil || seenByModel(res) != "step-1\nstep-2\nstep-3\nfinished\n" {
+		t.Fatalf("result %v", res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, p := range got {
+		if p.ProgressToken != "tok-1" || !strings.HasPrefix(p.Message, "running for ") || i > 0 && p.Progress < got[i-1].Progress {
+			t.Errorf("notification %d: %+v", i, p)
 		}
 	}
 }

@@ -277,6 +277,13 @@ func (a *Actor) Receive(ctx actor.Context) {
 			a.session = newSession(a, ctx.ActorSystem().Root)
 		}
 		a.session.add(sessionWork{msg: m, sender: ctx.Sender()})
+	case *shell.Peek:
+		// How a running bash call is getting on: its shell says.
+		if f, ok := a.inflight[m.CallID]; ok && f.child.Equal(a.shell) {
+			ctx.Forward(a.shell)
+		} else {
+			ctx.Respond(&shell.Peeked{})
+		}
 	case *messages.CancelCall:
 		// The child that has the call withdraws it; nobody waits for its
 		// answer any more.

@@ -204,6 +204,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.withdrawnStep(ctx, m)
 	case *withdrawRecheck:
 		a.rechecked(m)
+	case *Peek:
+		a.peek(ctx, m)
 	case *admitted:
 		if c := m.c; c.ticket == m.t && !c.admitted {
 			c.admitted = true
@@ -354,6 +356,7 @@ func (a *Actor) sink(b []byte) {
 		// Start-up noise: bash's own first prompt.
 	case c != nil && c.begun:
 		c.out.write(b)
+		c.latest.note(b)
 	default:
 		// Before the call's text: background output, the last words of a
 		// command being interrupted.

@@ -74,8 +74,9 @@
 //
 // # Messages
 //
-// Run (answered with a *messages.ToolResult to the sender) and Cancel come
-// from the agent. From its ptyproc.Process it gets *ptyproc.Output,
+// Run (answered with a *messages.ToolResult to the sender), Cancel and Peek
+// (how a running call is getting on, for progress reports; answered with a
+// *Peeked) come from the agent. From its ptyproc.Process it gets *ptyproc.Output,
 // *ptyproc.Flushed, *ptyproc.Probe, *ptyproc.Exited and
 // *ptyproc.OutputClosed; from its own timers, tick messages; from the
 // host's admission gate (Options.Gate), admitted. Any other message is

@@ -143,6 +143,8 @@ type call struct {
 	interrupted bool
 	// signalled is the foreground group that got its SIGINT last.
 	signalled int
+	// latest is the last line the call printed, for progress reports.
+	latest latestLine
 }
 
 // interrupt is the state of stopping a command that waits for input before
