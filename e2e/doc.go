@@ -11,8 +11,9 @@
 // started under it (found by an environment mark every child inherits)
 // survives.
 //
-// Run `npm ci --prefix e2e` once first. Without e2e/node_modules the test is
-// skipped, or fails when $CI is "true". To run the client by hand:
+// Run `npm ci --prefix e2e` once first. Without e2e/node_modules the test
+// fails, saying so; DSH_TEST_SKIP=e2e skips it instead (except when $CI is
+// "true"). To run the client by hand:
 //
 //	go build -o /tmp/dsh-actors ./cmd/dsh-actors
 //	node e2e/client.mjs --stdio /tmp/dsh-actors

@@ -68,7 +68,7 @@ type server struct {
 func startServer(t testing.TB) *server {
 	t.Helper()
 	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Fatal("tmux is not installed (.ci/run installs it)")
+		testkit.Missing(t, "tmux", "tmux is not installed: apt-get install tmux (.ci/run installs it)")
 	}
 	s := &server{t: t, socket: filepath.Join(t.TempDir(), "tmux.sock"), mark: testkit.ProcessMark(t)}
 	t.Cleanup(func() { exec.Command("tmux", "-S", s.socket, "kill-server").Run() })

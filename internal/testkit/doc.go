@@ -17,6 +17,13 @@
 // The system built by [NewSystem] logs nowhere. Set DSH_TEST_LOG=1 to send
 // protoactor's log, at Debug and above, to standard error.
 //
+// # Missing prerequisites
+//
+// A test that needs something outside Go (Node and an npm install, promtool,
+// tmux) calls [Missing] when it is not there: the test fails with a message
+// naming what to install, unless DSH_TEST_SKIP names its suite. go test
+// shows a skip only under -v, so a skipped suite would pass for `ok`.
+//
 // # Goroutines
 //
 // testkit starts no goroutine of its own. The actors it spawns run on

@@ -191,7 +191,7 @@ func Python3(t testing.TB) string {
 		python3.path, python3.err = strings.TrimSpace(string(out)), err
 	})
 	if python3.err != nil || python3.path == "" {
-		t.Fatalf("finding python3 (the tests need it): %v", python3.err)
+		t.Fatalf("finding python3 (the tests need it: apt-get install python3): %v", python3.err)
 	}
 	return python3.path
 }

@@ -161,3 +161,44 @@ func TestLeakOptionsCoverDeadLetters(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// skipTB records a Skipf or Fatalf and ends the goroutine that called it.
+type skipTB struct {
+	fatalTB
+	skipped string
+}
+
+func (s *skipTB) Skipf(format string, args ...any) {
+	s.mu.Lock()
+	s.skipped = fmt.Sprintf(format, args...)
+	s.mu.Unlock()
+	runtime.Goexit()
+}
+
+// A missing prerequisite fails the test, naming the opt-out; the opt-out
+// skips it, except under CI=true.
+func TestMissing(t *testing.T) {
+	for _, c := range []struct {
+		skip, ci     string
+		fatal, skips string
+	}{
+		{"", "", "run this\n(set DSH_TEST_SKIP=hosts to skip instead)", ""},
+		{"e2e,host", "", "run this\n(set DSH_TEST_SKIP=hosts to skip instead)", ""},
+		{"e2e, hosts", "", "", "run this (skipped: DSH_TEST_SKIP names hosts)"},
+		{"hosts", "true", "run this\n(DSH_TEST_SKIP=hosts is not honoured when CI=true)", ""},
+		{"", "true", "run this\n(set DSH_TEST_SKIP=hosts to skip instead)", ""},
+	} {
+		t.Setenv(testkit.SkipVariable, c.skip)
+		t.Setenv("CI", c.ci)
+		tb := &skipTB{fatalTB: fatalTB{TB: t}}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			testkit.Missing(tb, "hosts", "run this")
+		}()
+		<-done
+		if tb.msg != c.fatal || tb.skipped != c.skips {
+			t.Errorf("DSH_TEST_SKIP=%q CI=%q: failed with %q, skipped with %q; want %q, %q", c.skip, c.ci, tb.msg, tb.skipped, c.fatal, c.skips)
+		}
+	}
+}
