@@ -221,19 +221,27 @@ func (a *Actor) notePS2(c *call, m marker) {
 // textDone: every line of the text is typed and answered.
 func (a *Actor) textDone(ctx actor.Context) {
 	c := a.cur
-	r := Result{FreshShell: c.fresh}
-	var trailer []string
-	if c.ran {
-		st := c.status
-		r.ExitCode = &st
-		if st != 0 {
-			trailer = append(trailer, fmt.Sprintf("[exit code: %d]", st))
-		}
-	} else {
+	r, trailer := ranResult(c)
+	if !c.ran {
 		zero := 0 // blank text, or lines that all ran nothing
 		r.ExitCode = &zero
 	}
 	a.finish(ctx, c, a.render(c, &r, trailer))
+}
+
+// ranResult is the result of call c with the status of its last command,
+// if one ran, and the trailer that says a status other than zero.
+func ranResult(c *call) (Result, []string) {
+	r := Result{FreshShell: c.fresh}
+	if !c.ran {
+		return r, nil
+	}
+	st := c.status
+	r.ExitCode = &st
+	if st != 0 {
+		return r, []string{fmt.Sprintf("[exit code: %d]", st)}
+	}
+	return r, nil
 }
 
 // conflict: more markers came than bash prints. Some came from the command

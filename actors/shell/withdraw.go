@@ -194,15 +194,8 @@ func (a *Actor) withdrawnDone(ctx actor.Context) {
 		a.cancelIncomplete(ctx)
 		return
 	}
-	r := Result{FreshShell: c.fresh}
-	var trailer []string
-	if c.ran {
-		st := c.status
-		r.ExitCode = &st
-		if st != 0 {
-			trailer = append(trailer, fmt.Sprintf("[exit code: %d]", st))
-		}
-	} else {
+	r, trailer := ranResult(c)
+	if !c.ran {
 		r.NotRun = true
 		trailer = append(trailer, "[it did not run]")
 	}
