@@ -2,8 +2,6 @@ package hosts
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsh-actors/dsh-actors/internal/e2ekit"
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
 )
 
@@ -100,7 +98,7 @@ func setup(t *testing.T) *env {
 	if _, err := exec.LookPath("node"); err != nil {
 		missing("e2e/hosts: node is not installed (the hosts need Node 20 or later; then run npm ci --prefix e2e/hosts)")
 	}
-	pinned, err := pinnedVersions(filepath.Join(dir, "package.json"))
+	pinned, err := e2ekit.PinnedVersions(filepath.Join(dir, "package.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +107,7 @@ func setup(t *testing.T) *env {
 		if !ok {
 			t.Fatalf("e2e/hosts: package.json does not pin %s", h.pkg)
 		}
-		got, err := installedVersion(filepath.Join(dir, "node_modules", h.pkg, "package.json"))
+		got, err := e2ekit.InstalledVersion(filepath.Join(dir, "node_modules", h.pkg, "package.json"))
 		if errors.Is(err, os.ErrNotExist) {
 			missing("e2e/hosts: e2e/hosts/node_modules has no %s: run npm ci --prefix e2e/hosts", h.pkg)
 		}
@@ -122,69 +120,18 @@ func setup(t *testing.T) *env {
 	}
 
 	root := filepath.Dir(filepath.Dir(dir))
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("e2e/hosts: the module root %s has no go.mod: %v", root, err)
-	}
+	e2ekit.CheckModuleRoot(t, "e2e/hosts", root)
 	tmp := t.TempDir()
 	bin := os.Getenv("HOSTS_DSH_ACTORS")
 	if bin == "" {
 		bin = filepath.Join(tmp, "dsh-actors")
-		args := []string{"build", "-buildvcs=false", "-o", bin}
-		if raceEnabled {
-			args = append(args, "-race") // the server runs with the race detector too
-		}
-		build := exec.Command("go", append(args, "./cmd/dsh-actors")...)
-		build.Dir = root
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("e2e/hosts: go build ./cmd/dsh-actors: %v\n%s", err, out)
-		}
+		e2ekit.Build(t, "e2e/hosts", root, bin)
 	} else if !filepath.IsAbs(bin) {
 		t.Fatalf("e2e/hosts: HOSTS_DSH_ACTORS must be an absolute path, not %q", bin)
 	}
 	e := &env{dir: dir, bin: bin, race: filepath.Join(tmp, "race"), log: os.Getenv("HOSTS_LOG")}
-	t.Cleanup(func() {
-		files, _ := filepath.Glob(e.race + ".*")
-		for _, f := range files {
-			b, _ := os.ReadFile(f)
-			t.Errorf("e2e/hosts: the race detector reported in a dsh-actors server (%s):\n%s", filepath.Base(f), b)
-		}
-	})
+	t.Cleanup(func() { e2ekit.CheckRaces(t, "e2e/hosts", e.race) })
 	return e
-}
-
-var exactVersion = regexp.MustCompile(`^\d+\.\d+\.\d+$`)
-
-func pinnedVersions(path string) (map[string]string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var p struct {
-		Dependencies map[string]string `json:"dependencies"`
-	}
-	if err := json.Unmarshal(b, &p); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
-	}
-	for name, v := range p.Dependencies {
-		if !exactVersion.MatchString(v) {
-			return nil, fmt.Errorf("%s: %s must be pinned to an exact version, not %q", path, name, v)
-		}
-	}
-	return p.Dependencies, nil
-}
-
-func installedVersion(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	var p struct {
-		Version string `json:"version"`
-	}
-	if err := json.Unmarshal(b, &p); err != nil {
-		return "", fmt.Errorf("%s: %v", path, err)
-	}
-	return p.Version, nil
 }
 
 // run is one host over one transport.
@@ -205,7 +152,7 @@ type run struct {
 	serverEnv  map[string]string
 	// http: the server the test started.
 	url, token string
-	srv        *httpServer
+	srv        *e2ekit.HTTPServer
 
 	mu        sync.Mutex
 	atTheEnd  []string // the server's processes while the model gave its final answer
@@ -231,14 +178,14 @@ func runHost(t *testing.T, e *env, h hostSpec, transport string) {
 		logDir = filepath.Join(e.log, h.name+"-"+transport)
 	}
 	// The marks first: their checks then run after every other cleanup.
-	r.hostMark = marked(t)
-	r.serverMark = marked(t)
+	r.hostMark = e2ekit.Mark(t)
+	r.serverMark = e2ekit.Mark(t)
 	r.model = startModel(t, h.api, steps, logDir, r.lookAtTheEnd)
 	serverConfig := filepath.Join(tmp, "dsh-actors.yaml")
 	if err := os.WriteFile(serverConfig, []byte(fmt.Sprintf("mcp:\n  sessionTimeoutMs: %d\n", sessionTimeout.Milliseconds())), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	serverEnv := []string{r.serverMark, "GORACE=atexit_sleep_ms=0 log_path=" + e.race}
+	serverEnv := []string{r.serverMark, e2ekit.GORACE(e.race)}
 	if transport == "stdio" {
 		r.serverArgs = []string{"serve", "--config", serverConfig, "--grace", grace.String()}
 		r.serverEnv = map[string]string{}
@@ -247,13 +194,14 @@ func runHost(t *testing.T, e *env, h hostSpec, transport string) {
 			r.serverEnv[k] = v
 		}
 	} else {
-		r.token = randomToken(t)
-		r.srv = startHTTP(t, e, append(os.Environ(), serverEnv...), tmp, serverConfig, r.token)
-		r.url = r.srv.url
+		r.token = e2ekit.RandomToken(t)
+		r.srv = e2ekit.StartHTTP(t, e2ekit.HTTPOptions{Suite: "e2e/hosts", Bin: e.bin,
+			Env: append(os.Environ(), serverEnv...), Dir: tmp, Config: serverConfig, Token: r.token, Grace: grace})
+		r.url = r.srv.URL
 		if logDir != "" {
-			r.url = startTracer(t, r.srv.url, filepath.Join(logDir, "mcp-trace"))
+			r.url = startTracer(t, r.srv.URL, filepath.Join(logDir, "mcp-trace"))
 		}
-		r.serverPID = r.srv.cmd.Process.Pid
+		r.serverPID = r.srv.PID()
 	}
 
 	args, environ := h.start(r)
@@ -320,24 +268,6 @@ func tail(s string, n int) string {
 		return s
 	}
 	return "[…]" + s[len(s)-n:]
-}
-
-// marked returns a process mark (an environment entry) for what a run
-// starts. At the end of the test (after every other cleanup) a process that
-// still carries it fails the test (testkit.ProcessMark) and is then killed,
-// so that a failure leaves nothing behind on the machine.
-func marked(t *testing.T) string {
-	var entry string
-	t.Cleanup(func() { // registered first: runs after ProcessMark's check
-		for _, p := range testkit.MarkedProcesses(entry) {
-			var pid int
-			if _, err := fmt.Sscan(p, &pid); err == nil && pid > 0 {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-	})
-	entry = testkit.ProcessMark(t)
-	return entry
 }
 
 // lookAtTheEnd records the server's processes as the model gives its
@@ -493,62 +423,13 @@ func (r *run) hostEnv(extra ...string) []string {
 	return append(environ, extra...)
 }
 
-func randomToken(t *testing.T) string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b[:])
-}
-
-// httpServer is a `dsh-actors serve --http` the test started.
-type httpServer struct {
-	url    string
-	token  string
-	cmd    *exec.Cmd
-	output *watcher
-	done   chan error // cmd.Wait's result
-	once   sync.Once
-}
-
-var servingRE = regexp.MustCompile(`dsh-actors: serving MCP at (http://\S+/mcp)\n`)
-
-// startHTTP starts the server on a free loopback port and waits for the
-// line that gives its address. t.Cleanup stops it.
-func startHTTP(t *testing.T, e *env, environ []string, dir, config, token string) *httpServer {
-	t.Helper()
-	cmd := exec.Command(e.bin, "serve", "--http", "127.0.0.1:0", "--token", token, "--config", config, "--grace", grace.String())
-	cmd.Env = environ
-	cmd.Dir = dir
-	w := newWatcher(servingRE)
-	cmd.Stdout = w
-	cmd.Stderr = w
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &httpServer{cmd: cmd, token: token, output: w, done: make(chan error, 1)}
-	go func() { s.done <- cmd.Wait() }()
-	t.Cleanup(func() { s.stop(t) })
-	timer := time.NewTimer(testkit.Timeout)
-	defer timer.Stop()
-	select {
-	case m := <-w.found:
-		s.url = m[1]
-	case err := <-s.done:
-		s.done <- err // for stop
-		t.Fatalf("e2e/hosts: dsh-actors serve --http exited before serving: %v\n%s", err, w)
-	case <-timer.C:
-		t.Fatalf("e2e/hosts: dsh-actors serve --http printed no address within %v:\n%s", testkit.Timeout, w)
-	}
-	return s
-}
-
-// metrics returns the server's /metrics lines that start with prefix.
-func (s *httpServer) metrics(prefix string) string {
+// metrics returns the /metrics lines of the server s that start with
+// prefix.
+func metrics(s *e2ekit.HTTPServer, prefix string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", strings.TrimSuffix(s.url, "/mcp")+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+s.token)
+	req, _ := http.NewRequestWithContext(ctx, "GET", strings.TrimSuffix(s.URL, "/mcp")+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+s.Token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err.Error()
@@ -562,28 +443,4 @@ func (s *httpServer) metrics(prefix string) string {
 		}
 	}
 	return b.String()
-}
-
-// stop sends SIGTERM and waits for the server to exit with status 0 within
-// grace and testkit.Timeout; else it is killed and the test fails.
-func (s *httpServer) stop(t *testing.T) {
-	t.Helper()
-	s.once.Do(func() {
-		if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			t.Errorf("e2e/hosts: SIGTERM to the server: %v", err)
-		}
-		limit := grace + testkit.Timeout
-		timer := time.NewTimer(limit)
-		defer timer.Stop()
-		select {
-		case err := <-s.done:
-			if err != nil {
-				t.Errorf("e2e/hosts: dsh-actors serve --http after SIGTERM: %v; its output:\n%s", err, s.output)
-			}
-		case <-timer.C:
-			s.cmd.Process.Kill()
-			<-s.done
-			t.Errorf("e2e/hosts: dsh-actors serve --http did not exit within %v of SIGTERM (killed); its output:\n%s", limit, s.output)
-		}
-	})
 }

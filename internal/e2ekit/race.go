@@ -1,6 +1,6 @@
 //go:build race
 
-package hosts
+package e2ekit
 
 // raceEnabled: the test runs under -race, so the server is built with it too.
 const raceEnabled = true

@@ -1,5 +1,0 @@
-//go:build !race
-
-package hosts
-
-const raceEnabled = false

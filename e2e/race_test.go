@@ -1,6 +1,0 @@
-//go:build race
-
-package e2e
-
-// raceEnabled: the test runs under -race, so the server is built with it too.
-const raceEnabled = true
