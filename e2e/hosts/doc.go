@@ -53,9 +53,10 @@
 // After the host exits, nothing the server started for it may be left: over
 // stdio, the server and everything under it must be gone within
 // testkit.Timeout; over HTTP the server runs on, and the processes of the
-// host's session must be gone within mcp.sessionTimeoutMs (the server's
-// configuration sets it to 10 s) plus testkit.Timeout, since only Codex ends
-// its session (DELETE) at exit. Processes are found by two environment
+// host's session must be gone within 30 s plus testkit.Timeout with the
+// server's default configuration: only Codex ends its session (DELETE) at
+// exit, and the server ends a session whose client holds nothing of it 30 s
+// after its standing stream closed. Processes are found by two environment
 // marks (testkit.ProcessMark), one the host inherits and one the server gets
 // (through the host's server configuration over stdio); whatever still
 // carries either at the end of the test fails it and is killed.
