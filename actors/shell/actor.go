@@ -269,7 +269,7 @@ type admitted struct {
 // run starts call c, admitted: in a shell started for it, or in the
 // running one.
 func (a *Actor) run(ctx actor.Context, c *call) {
-	c.notes = append(c.notes, a.takeWithdrawn()...)
+	c.carried = append(c.carried, a.takeWithdrawn()...)
 	if a.kept.note != "" {
 		c.notes = append(c.notes, a.kept.note)
 		a.kept.note = ""
@@ -375,6 +375,10 @@ func (a *Actor) flushCarry() {
 // finish answers c; the next call starts when the current message is handled.
 func (a *Actor) finish(ctx actor.Context, c *call, r Result) {
 	if c.withdrawn {
+		// What this call carried of calls withdrawn before it goes on to
+		// the next one, ahead of its own.
+		a.kept.withdrawn = append(c.carried, a.kept.withdrawn...)
+		c.carried = nil
 		a.keepWithdrawn(withdrawnHeading(c, r), r.Text)
 	} else {
 		ctx.Send(c.sender, &messages.ToolResult{
@@ -403,6 +407,7 @@ func (a *Actor) reset(reason ResetReason, detail string, requeue *call) {
 		// Nobody waits for it: it is not run again in the fresh shell.
 		a.cur = nil
 		requeue.ticket.Leave()
+		a.kept.withdrawn = append(requeue.carried, a.kept.withdrawn...)
 		a.keepWithdrawn("[the previous call was cancelled by its caller before its command was typed, so it did not run:]", strings.Join(requeue.notes, "\n"))
 		requeue = nil
 	}

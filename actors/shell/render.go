@@ -33,6 +33,12 @@ func (a *Actor) render(c *call, r *Result, trailer []string) Result {
 	c.before.end()
 	c.out.end()
 	var b strings.Builder
+	if !c.withdrawn { // a withdrawn call passes them on (finish)
+		for _, n := range c.carried {
+			b.WriteString(n)
+			b.WriteByte('\n')
+		}
+	}
 	for _, n := range c.notes {
 		b.WriteString(n)
 		b.WriteByte('\n')

@@ -145,6 +145,9 @@ type call struct {
 	signalled int
 	// latest is the last line the call printed, for progress reports.
 	latest latestLine
+	// carried are the results of calls withdrawn before this one, which
+	// open its result (see withdraw.go).
+	carried []string
 }
 
 // interrupt is the state of stopping a command that waits for input before

@@ -168,7 +168,10 @@ func (a *Actor) withdrawnStep(ctx actor.Context, t *withdrawnTick) {
 	pgrp, _ := a.proc.ForegroundGroup()
 	job := pgrp > 1 && pgrp != a.proc.PID()
 	switch {
-	case t.step == 0 && job:
+	case t.step == 0:
+		// Also when bash's own group has the terminal (a shell without job
+		// control runs its commands there): an interactive bash ignores
+		// SIGTERM, its command does not.
 		c.notes = append(c.notes, fmt.Sprintf("[it was still running %v after SIGINT: sent SIGTERM to the foreground job]", a.opts.Config.CancelGrace()))
 		_ = a.proc.Signal(syscall.SIGTERM)
 		a.armWithdrawn(c, 1, killStep)
@@ -223,7 +226,7 @@ func withdrawnHeading(c *call, r Result) string {
 // heading, for the next call's result.
 func (a *Actor) keepWithdrawn(heading, text string) {
 	k := a.kept
-	if len(k.withdrawn) == keptWithdrawn {
+	for len(k.withdrawn) >= keptWithdrawn {
 		k.withdrawn = k.withdrawn[1:]
 		k.withdrawnDropped++
 	}

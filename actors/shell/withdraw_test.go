@@ -189,3 +189,49 @@ func TestCancelledCallsLoseAndRepeatNoOutput(t *testing.T) {
 	}
 	t.Logf("%d of %d calls answered, %d ran to their end, %d tokens seen", len(answered), calls, len(files), len(seen))
 }
+
+// Calls cancelled one after another each open the next result once, in
+// order, under a heading of their own, and at most keptWithdrawn (8) of
+// them, the rest counted.
+func TestCancelledCallsInARowAreToldOnceEach(t *testing.T) {
+	h := newHost(t, nil)
+	for i := range 10 {
+		cancelWhenStarted(t, h, "a", fmt.Sprintf("echo out-%d; echo go > $GO; sleep 100", i))
+	}
+	next := bash(t, h, "a", "echo probe")
+	if n := strings.Count(next.Text, "[the previous call was cancelled by its caller"); n != 8 {
+		t.Errorf("%d headings, want 8:\n%s", n, next.Text)
+	}
+	if !strings.Contains(next.Text, "[the results of 2 earlier cancelled calls were dropped: only the last 8 are kept]") {
+		t.Errorf("no notice of the 2 dropped:\n%s", next.Text)
+	}
+	last := -1
+	for i := 2; i < 10; i++ {
+		at := strings.Index(next.Text, fmt.Sprintf("out-%d\n", i))
+		if at < last || strings.Count(next.Text, fmt.Sprintf("out-%d\n", i)) != 1 {
+			t.Errorf("out-%d at %d (after %d), or not once:\n%s", i, at, last, next.Text)
+		}
+		last = at
+		// Each output follows its own heading.
+		if head := strings.LastIndex(next.Text[:max(at, 0)], "[the previous call was cancelled"); head < 0 || strings.Contains(next.Text[head:max(at, 0)], "[end of the previous call's result]") {
+			t.Errorf("out-%d is not under a heading of its own:\n%s", i, next.Text)
+		}
+	}
+	if !strings.HasSuffix(next.Text, "probe\n") {
+		t.Errorf("%q", next.Text)
+	}
+}
+
+// In a shell without job control the command runs in bash's own group; a
+// cancelled one that ignores SIGINT still gets SIGTERM (which the
+// interactive bash ignores), and the shell stays.
+func TestACancelledCommandWithoutJobControlGetsSIGTERM(t *testing.T) {
+	h := newHost(t, func(c *config.Config) { c.Bash.CancelGraceMs = 100 })
+	bash(t, h, "a", "set +m; export MARK=kept")
+	sleep := fmt.Sprintf("sleep %d.5", 100000+rand.IntN(800000))
+	cancelWhenStarted(t, h, "a", `bash -c 'trap "" INT; echo go > $GO; exec `+sleep+`'`)
+	next := bash(t, h, "a", `echo "[$MARK]"`)
+	if next.FreshShell || !strings.Contains(next.Text, "sent SIGTERM") || !strings.HasSuffix(next.Text, "[kept]\n") {
+		t.Fatalf("next result: %q", next.Text)
+	}
+}

@@ -147,7 +147,9 @@ var HostArguments = []string{"wait_for_previous"}
 // withoutHostArguments returns the object b without the HostArguments
 // keys; b itself when it has none (the common case costs one scan).
 func withoutHostArguments(b []byte) []byte {
-	found := false
+	// A key may be written with escapes ("wait_for_\u0070revious"): any
+	// escape makes the object worth decoding.
+	found := bytes.Contains(b, []byte(`\u`))
 	for _, name := range HostArguments {
 		if bytes.Contains(b, []byte(name)) {
 			found = true

@@ -107,3 +107,11 @@ func TestSchemaFromTypeWithOmissions(t *testing.T) {
 		t.Fatalf("%+v", s)
 	}
 }
+
+// A host argument written with escapes is still the host's.
+func TestEscapedHostArgumentsAreIgnored(t *testing.T) {
+	var a args
+	if err := Decode("tool", []byte(`{"name":"x","wait_for_\u0070revious":1}`), &a, false, ""); err != nil || a.Name != "x" {
+		t.Fatalf("%+v %v", a, err)
+	}
+}
