@@ -68,25 +68,30 @@ func TestACancelledCallIsInterruptedAndTheShellKept(t *testing.T) {
 }
 
 // A command that ignores SIGINT gets SIGTERM after bash.cancelGraceMs, and
-// the shell is still kept.
+// the shell is still kept; also in a shell without job control, where the
+// command runs in bash's own group (the interactive bash ignores SIGTERM).
 func TestACancelledCommandThatIgnoresSIGINTGetsSIGTERM(t *testing.T) {
-	h := newHost(t, func(c *config.Config) { c.Bash.CancelGraceMs = 100 })
-	bash(t, h, "a", "export MARK=kept")
-	sleep := fmt.Sprintf("sleep %d.5", 100000+rand.IntN(800000))
-	cancelWhenStarted(t, h, "a", `bash -c 'trap "" INT; echo go > $GO; exec `+sleep+`'`)
-	next := bash(t, h, "a", `echo "[$MARK]"`)
-	for _, want := range []string{"interrupted with SIGINT", "sent SIGTERM to the foreground job", "[exit code: 143]", "[kept]\n"} {
-		if !strings.Contains(next.Text, want) {
-			t.Errorf("next result lacks %q:\n%s", want, next.Text)
-		}
+	for _, setup := range []string{"export MARK=kept", "set +m; export MARK=kept"} {
+		t.Run(setup, func(t *testing.T) {
+			h := newHost(t, func(c *config.Config) { c.Bash.CancelGraceMs = 100 })
+			bash(t, h, "a", setup)
+			sleep := fmt.Sprintf("sleep %d.5", 100000+rand.IntN(800000))
+			cancelWhenStarted(t, h, "a", `bash -c 'trap "" INT; echo go > $GO; exec `+sleep+`'`)
+			next := bash(t, h, "a", `echo "[$MARK]"`)
+			for _, want := range []string{"interrupted with SIGINT", "sent SIGTERM to the foreground job", "[exit code: 143]", "[kept]\n"} {
+				if !strings.Contains(next.Text, want) {
+					t.Errorf("next result lacks %q:\n%s", want, next.Text)
+				}
+			}
+			if next.FreshShell {
+				t.Errorf("the shell was reset: %q", next.Text)
+			}
+			testkit.Eventually(t, sleep+" gone", func() (bool, string) {
+				left := testkit.CommandsRunning(sleep)
+				return len(left) == 0, strings.Join(left, ", ")
+			})
+		})
 	}
-	if next.FreshShell {
-		t.Errorf("the shell was reset: %q", next.Text)
-	}
-	testkit.Eventually(t, sleep+" gone", func() (bool, string) {
-		left := testkit.CommandsRunning(sleep)
-		return len(left) == 0, strings.Join(left, ", ")
-	})
 }
 
 // A command that survives SIGINT, SIGTERM and SIGKILL to its job (bash
@@ -219,19 +224,5 @@ func TestCancelledCallsInARowAreToldOnceEach(t *testing.T) {
 	}
 	if !strings.HasSuffix(next.Text, "probe\n") {
 		t.Errorf("%q", next.Text)
-	}
-}
-
-// In a shell without job control the command runs in bash's own group; a
-// cancelled one that ignores SIGINT still gets SIGTERM (which the
-// interactive bash ignores), and the shell stays.
-func TestACancelledCommandWithoutJobControlGetsSIGTERM(t *testing.T) {
-	h := newHost(t, func(c *config.Config) { c.Bash.CancelGraceMs = 100 })
-	bash(t, h, "a", "set +m; export MARK=kept")
-	sleep := fmt.Sprintf("sleep %d.5", 100000+rand.IntN(800000))
-	cancelWhenStarted(t, h, "a", `bash -c 'trap "" INT; echo go > $GO; exec `+sleep+`'`)
-	next := bash(t, h, "a", `echo "[$MARK]"`)
-	if next.FreshShell || !strings.Contains(next.Text, "sent SIGTERM") || !strings.HasSuffix(next.Text, "[kept]\n") {
-		t.Fatalf("next result: %q", next.Text)
 	}
 }
