@@ -113,6 +113,9 @@ type Actor struct {
 	// taken again (reprobe), or another look for a reader that took the
 	// line (lineAnswered). See lookAgain.
 	lookTimer *time.Timer
+	// withdrawTimer escalates against a withdrawn call's command (see
+	// withdraw.go).
+	withdrawTimer *time.Timer
 	// exiting is the Exited of a shell whose last output is settling.
 	exiting *ptyproc.Exited
 	// io is bash's read counter (see readShort).
@@ -430,6 +433,7 @@ func (a *Actor) teardown() {
 	a.stopTimer(&a.callTimer)
 	a.stopTimer(&a.stepTimer)
 	a.stopTimer(&a.lookTimer)
+	a.stopTimer(&a.withdrawTimer)
 	if a.proc != nil {
 		a.opts.Reaper.Close(a.proc)
 		if a.io != nil {

@@ -38,7 +38,7 @@ func (l *latestLine) note(b []byte) {
 			l.partial = appendCapped(l.partial, b)
 			return
 		}
-		l.partial = appendCapped(l.partial, b[:i])
+		l.partial = bytes.TrimSuffix(appendCapped(l.partial, b[:i]), []byte("\r"))
 		if len(bytes.TrimSpace(l.partial)) > 0 {
 			l.line = append(l.line[:0], l.partial...)
 		}
@@ -47,10 +47,18 @@ func (l *latestLine) note(b []byte) {
 	}
 }
 
-// appendCapped appends b to dst, keeping only the last latestMax bytes (a
-// progress bar's \r rewrites keep the newest).
+// appendCapped appends b to dst, keeping only the last latestMax bytes. A
+// \r followed by more text starts the line again, as a terminal shows a
+// progress bar's rewrites; one at the very end waits to see whether a \n
+// (a line end) or text follows.
 func appendCapped(dst, b []byte) []byte {
-	if i := bytes.LastIndexByte(b, '\r'); i >= 0 {
+	if len(b) == 0 {
+		return dst
+	}
+	if bytes.HasSuffix(dst, []byte("\r")) {
+		dst = dst[:0]
+	}
+	if i := bytes.LastIndexByte(b[:len(b)-1], '\r'); i >= 0 {
 		dst, b = dst[:0], b[i+1:]
 	}
 	dst = append(dst, b...)

@@ -141,8 +141,10 @@ type call struct {
 	// was sent for it.
 	withdrawn   bool
 	interrupted bool
-	// signalled is the foreground group that got its SIGINT last.
+	// signalled is the foreground group that got its SIGINT last;
+	// escalated says what followed SIGINT (its result's heading tells it).
 	signalled int
+	escalated []string
 	// latest is the last line the call printed, for progress reports.
 	latest latestLine
 	// carried are the results of calls withdrawn before this one, which

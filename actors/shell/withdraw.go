@@ -115,7 +115,7 @@ func (a *Actor) interruptWithdrawn(t withdrawProbe, p *ptyproc.Probe) {
 		return
 	}
 	if err := a.proc.Signal(syscall.SIGINT); err != nil {
-		c.notes = append(c.notes, fmt.Sprintf("[could not send SIGINT to the command (%v)]", err))
+		c.escalated = append(c.escalated, fmt.Sprintf("[could not send SIGINT to the command (%v)]", err))
 		a.armWithdrawn(c, 0, a.opts.Config.CancelGrace())
 		return
 	}
@@ -153,9 +153,10 @@ type withdrawnTick struct {
 
 func (a *Actor) armWithdrawn(c *call, step int, d time.Duration) {
 	send, t := a.send, &withdrawnTick{c: c, step: step}
-	// The call's own timers are stopped with it; this one is recognised
-	// by its call (a.cur) when it fires late.
-	time.AfterFunc(d, func() { send(t) })
+	// One that fires after its call ended is recognised by its call
+	// (a.cur) and ignored; teardown stops it with the shell.
+	a.stopTimer(&a.withdrawTimer)
+	a.withdrawTimer = time.AfterFunc(d, func() { send(t) })
 }
 
 // withdrawnStep escalates against a withdrawn call's command that SIGINT
@@ -172,11 +173,11 @@ func (a *Actor) withdrawnStep(ctx actor.Context, t *withdrawnTick) {
 		// Also when bash's own group has the terminal (a shell without job
 		// control runs its commands there): an interactive bash ignores
 		// SIGTERM, its command does not.
-		c.notes = append(c.notes, fmt.Sprintf("[it was still running %v after SIGINT: sent SIGTERM to the foreground job]", a.opts.Config.CancelGrace()))
+		c.escalated = append(c.escalated, fmt.Sprintf("[it was still running %v after SIGINT: sent SIGTERM to the foreground job]", a.opts.Config.CancelGrace()))
 		_ = a.proc.Signal(syscall.SIGTERM)
 		a.armWithdrawn(c, 1, killStep)
 	case t.step == 1 && job:
-		c.notes = append(c.notes, "[it kept running: sent SIGKILL to the foreground job]")
+		c.escalated = append(c.escalated, "[it kept running: sent SIGKILL to the foreground job]")
 		_ = a.proc.Signal(syscall.SIGKILL)
 		a.armWithdrawn(c, 2, killStep)
 	default:
@@ -219,6 +220,9 @@ func withdrawnHeading(c *call, r Result) string {
 		b.WriteString("; the shell and its working directory, variables and jobs are kept")
 	}
 	b.WriteString(". What it printed and how it ended:]")
+	for _, e := range c.escalated { // said before the output, which came first
+		b.WriteString("\n" + e)
+	}
 	return b.String()
 }
 
