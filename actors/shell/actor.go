@@ -272,7 +272,7 @@ type admitted struct {
 // run starts call c, admitted: in a shell started for it, or in the
 // running one.
 func (a *Actor) run(ctx actor.Context, c *call) {
-	c.carried = append(c.carried, a.takeWithdrawn()...)
+	a.takeWithdrawn(c)
 	if a.kept.note != "" {
 		c.notes = append(c.notes, a.kept.note)
 		a.kept.note = ""
@@ -380,8 +380,7 @@ func (a *Actor) finish(ctx actor.Context, c *call, r Result) {
 	if c.withdrawn {
 		// What this call carried of calls withdrawn before it goes on to
 		// the next one, ahead of its own.
-		a.kept.withdrawn = append(c.carried, a.kept.withdrawn...)
-		c.carried = nil
+		a.passWithdrawn(c)
 		a.keepWithdrawn(withdrawnHeading(c, r), r.Text)
 	} else {
 		ctx.Send(c.sender, &messages.ToolResult{
@@ -410,7 +409,7 @@ func (a *Actor) reset(reason ResetReason, detail string, requeue *call) {
 		// Nobody waits for it: it is not run again in the fresh shell.
 		a.cur = nil
 		requeue.ticket.Leave()
-		a.kept.withdrawn = append(requeue.carried, a.kept.withdrawn...)
+		a.passWithdrawn(requeue)
 		a.keepWithdrawn("[the previous call was cancelled by its caller before its command was typed, so it did not run:]", strings.Join(requeue.notes, "\n"))
 		requeue = nil
 	}

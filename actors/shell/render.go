@@ -34,6 +34,9 @@ func (a *Actor) render(c *call, r *Result, trailer []string) Result {
 	c.out.end()
 	var b strings.Builder
 	if !c.withdrawn { // a withdrawn call passes them on (finish)
+		if c.carriedDropped > 0 {
+			b.WriteString(a.droppedNotice(c.carriedDropped) + "\n")
+		}
 		for _, n := range c.carried {
 			b.WriteString(n)
 			b.WriteByte('\n')

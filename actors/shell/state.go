@@ -20,7 +20,7 @@ type kept struct {
 	idleEnded bool
 	// withdrawn are the results of calls whose callers gave up, for the
 	// next call (see withdraw.go); withdrawnDropped counts those dropped
-	// past keptWithdrawn.
+	// past its budget.
 	withdrawn        []string
 	withdrawnDropped int
 	// last is the call answered last, for a caller that gives up as its
@@ -149,7 +149,8 @@ type call struct {
 	latest latestLine
 	// carried are the results of calls withdrawn before this one, which
 	// open its result (see withdraw.go).
-	carried []string
+	carried        []string
+	carriedDropped int
 }
 
 // interrupt is the state of stopping a command that waits for input before

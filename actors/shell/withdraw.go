@@ -23,7 +23,8 @@ import (
 //     typed at all.
 //   - The call then ends as any call does (bash back at its prompt, a
 //     program proven waiting for input, a timeout, the shell's exit), and
-//     its result, headed by what happened, opens the next call's result.
+//     its result, headed by what happened, opens the next call's result
+//     (those of several withdrawn calls in a row too, within a budget).
 //   - A job still running bash.cancelGraceMs after SIGINT gets SIGTERM, then
 //     SIGKILL (each killStep apart); only a command that outlives that, or
 //     bash itself not coming back, resets the shell, and the kept result
@@ -33,9 +34,12 @@ import (
 // bash.cancelGraceMs).
 const killStep = 2 * time.Second
 
-// keptWithdrawn bounds the results of withdrawn calls waiting for the next
-// call; older ones are dropped, counted in a notice.
-const keptWithdrawn = 8
+// withdrawnBudget bounds the results of withdrawn calls waiting for the
+// next call, in bytes: four times a result's own cap (maxOutputChars, a
+// byte a character), so that many small ones all come through and a few
+// large ones cannot grow the next result without end; older ones past it
+// are dropped, counted in a notice.
+func (a *Actor) withdrawnBudget() int { return 4 * a.opts.Config.MaxOutputChars }
 
 // answer is the last call answered: its caller may give up as it comes.
 type answer struct {
@@ -230,26 +234,43 @@ func withdrawnHeading(c *call, r Result) string {
 // heading, for the next call's result.
 func (a *Actor) keepWithdrawn(heading, text string) {
 	k := a.kept
-	for len(k.withdrawn) >= keptWithdrawn {
-		k.withdrawn = k.withdrawn[1:]
-		k.withdrawnDropped++
-	}
 	block := heading + "\n"
 	if text != "" {
 		block += strings.TrimSuffix(text, "\n") + "\n"
 	}
 	block += "[end of the previous call's result]"
 	k.withdrawn = append(k.withdrawn, block)
+	total := 0
+	for _, b := range k.withdrawn {
+		total += len(b)
+	}
+	for len(k.withdrawn) > 1 && total > a.withdrawnBudget() {
+		total -= len(k.withdrawn[0])
+		k.withdrawn = k.withdrawn[1:]
+		k.withdrawnDropped++
+	}
 }
 
-// takeWithdrawn is what the next call's result opens with: the kept
-// results of withdrawn calls, oldest first.
-func (a *Actor) takeWithdrawn() []string {
+// takeWithdrawn hands call c the kept results of withdrawn calls, oldest
+// first, and the count of those dropped: its result opens with them (or,
+// withdrawn itself, it hands them on; see finish).
+func (a *Actor) takeWithdrawn(c *call) {
 	k := a.kept
-	out := k.withdrawn
-	if k.withdrawnDropped > 0 {
-		out = append([]string{fmt.Sprintf("[the results of %d earlier cancelled calls were dropped: only the last %d are kept]", k.withdrawnDropped, keptWithdrawn)}, out...)
-	}
+	c.carried = append(c.carried, k.withdrawn...)
+	c.carriedDropped += k.withdrawnDropped
 	k.withdrawn, k.withdrawnDropped = nil, 0
-	return out
+}
+
+// passWithdrawn gives back what call c, withdrawn, carried of calls
+// withdrawn before it, ahead of what came since.
+func (a *Actor) passWithdrawn(c *call) {
+	k := a.kept
+	k.withdrawn = append(c.carried, k.withdrawn...)
+	k.withdrawnDropped += c.carriedDropped
+	c.carried, c.carriedDropped = nil, 0
+}
+
+// droppedNotice counts results of withdrawn calls dropped past the budget.
+func (a *Actor) droppedNotice(n int) string {
+	return fmt.Sprintf("[the results of %d earlier cancelled calls were dropped: the results of cancelled calls kept for the next call are bounded to %d bytes]", n, a.withdrawnBudget())
 }

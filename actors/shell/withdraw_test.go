@@ -196,30 +196,34 @@ func TestCancelledCallsLoseAndRepeatNoOutput(t *testing.T) {
 }
 
 // Calls cancelled one after another each open the next result once, in
-// order, under a heading of their own, and at most keptWithdrawn (8) of
-// them, the rest counted.
+// order, under a heading of their own; past their budget (four times
+// maxOutputChars) the oldest are dropped, and counted.
 func TestCancelledCallsInARowAreToldOnceEach(t *testing.T) {
-	h := newHost(t, nil)
-	for i := range 10 {
-		cancelWhenStarted(t, h, "a", fmt.Sprintf("echo out-%d; echo go > $GO; sleep 100", i))
+	h := newHost(t, func(c *config.Config) { c.Bash.MaxOutputChars = 1000 })
+	const calls = 10
+	for i := range calls {
+		cancelWhenStarted(t, h, "a", fmt.Sprintf("printf 'out-%d %%0300d\\n' 0; echo go > $GO; sleep 100", i))
 	}
 	next := bash(t, h, "a", "echo probe")
-	if n := strings.Count(next.Text, "[the previous call was cancelled by its caller"); n != 8 {
-		t.Errorf("%d headings, want 8:\n%s", n, next.Text)
+	kept := strings.Count(next.Text, "[the previous call was cancelled by its caller")
+	dropped := calls - kept
+	if kept < 2 || kept == calls || !strings.Contains(next.Text, fmt.Sprintf("[the results of %d earlier cancelled calls were dropped", dropped)) {
+		t.Fatalf("%d kept, and no notice of %d dropped:\n%s", kept, dropped, next.Text)
 	}
-	if !strings.Contains(next.Text, "[the results of 2 earlier cancelled calls were dropped: only the last 8 are kept]") {
-		t.Errorf("no notice of the 2 dropped:\n%s", next.Text)
+	if len(next.Text) > 4*1000+600 {
+		t.Errorf("%d bytes, past the budget:\n%s", len(next.Text), next.Text)
 	}
 	last := -1
-	for i := 2; i < 10; i++ {
-		at := strings.Index(next.Text, fmt.Sprintf("out-%d\n", i))
-		if at < last || strings.Count(next.Text, fmt.Sprintf("out-%d\n", i)) != 1 {
-			t.Errorf("out-%d at %d (after %d), or not once:\n%s", i, at, last, next.Text)
+	for i := dropped; i < calls; i++ {
+		out := fmt.Sprintf("out-%d 0", i)
+		at := strings.Index(next.Text, out)
+		if at < last || strings.Count(next.Text, out) != 1 {
+			t.Errorf("%s at %d (after %d), or not once:\n%s", out, at, last, next.Text)
 		}
 		last = at
 		// Each output follows its own heading.
 		if head := strings.LastIndex(next.Text[:max(at, 0)], "[the previous call was cancelled"); head < 0 || strings.Contains(next.Text[head:max(at, 0)], "[end of the previous call's result]") {
-			t.Errorf("out-%d is not under a heading of its own:\n%s", i, next.Text)
+			t.Errorf("%s is not under a heading of its own:\n%s", out, next.Text)
 		}
 	}
 	if !strings.HasSuffix(next.Text, "probe\n") {
