@@ -26,8 +26,19 @@ func (a *Actor) beginInterrupt(ctx actor.Context) {
 // byte that readline-based programs take as such), then SIGTERM and SIGKILL
 // to the foreground job; only a job that survives all that, or bash itself
 // waiting, costs the shell.
-func (a *Actor) escalate(ctx actor.Context) {
+//
+// proven says why: the program was proven waiting again (every step fits),
+// or a step's time passed with it neither ending nor waiting, so running:
+// cleaning up after SIGINT, perhaps. End-of-file is typed only to a
+// program proven reading the terminal (one that never reads it would leave
+// the byte to be glued to the next line); a running one gets
+// bash.cancelGraceMs after SIGINT in all, then its job SIGTERM and
+// SIGKILL.
+func (a *Actor) escalate(ctx actor.Context, proven bool) {
 	c, in := a.cur, a.ex.intr
+	if !proven && in.step == 0 {
+		in.step++ // no end-of-file for a program that is not reading
+	}
 	in.step++
 	in.stepAt = time.Now()
 	pgrp, _ := a.proc.ForegroundGroup()
@@ -44,10 +55,10 @@ func (a *Actor) escalate(ctx actor.Context) {
 		c.notes = append(c.notes, "[it kept waiting after SIGINT: sent end-of-file (Ctrl-D)]")
 		a.proc.Write([]byte{4})
 	case in.step == 2 && job:
-		c.notes = append(c.notes, "[it kept waiting: sent SIGTERM to the foreground job]")
+		c.notes = append(c.notes, "[it "+stillDoing(proven)+": sent SIGTERM to the foreground job]")
 		_ = a.proc.Signal(syscall.SIGTERM)
 	case in.step == 3 && job:
-		c.notes = append(c.notes, "[it kept waiting: sent SIGKILL to the foreground job]")
+		c.notes = append(c.notes, "[it "+stillDoing(proven)+": sent SIGKILL to the foreground job]")
 		_ = a.proc.Signal(syscall.SIGKILL)
 	default:
 		c.notes = append(c.notes, "[it could not be stopped, so the shell was reset; this call runs in a fresh shell]")
@@ -57,13 +68,30 @@ func (a *Actor) escalate(ctx actor.Context) {
 	// A marker from here on is bash's answer to this step.
 	a.ex.ps1, a.ex.ps2, a.ex.query = nil, 0, nil
 	a.wait.Start(a.proc)
-	a.armStep(stepTimeout)
+	if in.step <= 1 {
+		a.armStep(a.opts.Config.CancelGrace()) // its cleanup's time
+	} else {
+		a.armStep(stepTimeout)
+	}
+}
+
+// stillDoing says what a program that did not stop was seen doing.
+func stillDoing(waiting bool) string {
+	if waiting {
+		return "kept waiting for input"
+	}
+	return "was still running"
 }
 
 func (a *Actor) interruptDone(ctx actor.Context) {
 	ex, c := &a.ex, a.cur
 	w := a.waiting
 	a.waiting = nil
+	if a.proc.InputPending() {
+		// What the stopped program did not read (an end-of-file it never
+		// took) must not be glued to the next line typed.
+		_ = a.proc.DiscardInput()
+	}
 	switch {
 	case ex.markers() > 1:
 		// Someone printed markers while it was being stopped: the command

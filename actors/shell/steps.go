@@ -128,7 +128,8 @@ func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 	}
 	if ex.step == stepInterrupt && ex.intr.step < 0 {
 		if _, ours := p.Tag.(probeTag); ours {
-			a.escalate(ctx) // the command still runs or waits: stop it
+			// The first step: SIGINT, whatever it is doing.
+			a.escalate(ctx, true)
 			return
 		}
 	}
@@ -148,7 +149,7 @@ func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 		a.waitingForInput(ctx, w)
 	case stepInterrupt:
 		if time.Since(ex.intr.stepAt) >= escalateAfter {
-			a.escalate(ctx)
+			a.escalate(ctx, true)
 		} else {
 			a.wait.Again()
 		}

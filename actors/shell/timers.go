@@ -70,7 +70,7 @@ func (a *Actor) ticked(ctx actor.Context, t *tick) {
 		}
 		switch a.ex.step {
 		case stepInterrupt:
-			a.escalate(ctx)
+			a.escalate(ctx, false)
 		case stepStart:
 			a.startFailed(ctx, fmt.Sprintf("bash did not answer its start-up line %d within %v", a.ex.startLine+1, startTimeout))
 		case stepCancel:

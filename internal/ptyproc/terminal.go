@@ -98,6 +98,10 @@ func (p *Process) ForegroundGroup() (int, error) {
 	return pgrp, err
 }
 
+// DiscardInput drops the input the program has not read yet, as the
+// terminal driver does for ^C.
+func (p *Process) DiscardInput() error { return p.discardInput() }
+
 // Signal sends sig to the terminal's foreground process group, as the
 // terminal driver does for ^C, whatever the terminal modes are. SIGINT,
 // SIGQUIT and SIGTSTP also discard the input not yet read, as their keys
