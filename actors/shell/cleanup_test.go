@@ -37,3 +37,23 @@ func TestASlowCleanupIsLetFinish(t *testing.T) {
 		t.Errorf("junk.txt is still there: the rm ran elsewhere\n%s", res.Text)
 	}
 }
+
+// A marker with the command number bash was at is no proof that nothing ran:
+// a command can print a copy of one made before it went on (issue 16 §3).
+func TestAStaleMarkerIsNoProofThatNothingRan(t *testing.T) {
+	h := newHost(t, nil)
+	dir := t.TempDir()
+	res := bash(t, h, "a", `true; M="${PS1@P}"; PS1=""; printf %s "$M"; touch `+dir+`/f; false`)
+	if _, err := os.Stat(dir + "/f"); err != nil {
+		t.Fatalf("the command did not run: %v", err)
+	}
+	if res.NotRun || !(res.StatusUnknown || res.ExitCode != nil && *res.ExitCode == 1) {
+		t.Fatalf("a command that ran: %+v", res)
+	}
+	// A syntax error still ran nothing, with bash's status.
+	res = bash(t, h, "a", "fi")
+	if !res.NotRun || res.ExitCode == nil || *res.ExitCode != 2 {
+		t.Fatalf("a syntax error: %+v", res)
+	}
+	wantText(t, bash(t, h, "a", "echo fine"), "fine\n")
+}

@@ -100,6 +100,9 @@ type exchange struct {
 	continued bool
 	// stolenLooks counts the looks for a program that took the line.
 	stolenLooks int
+	// answered: bash was proven back at its prompt and the exchange's
+	// answer is decided (see atPrompt).
+	answered bool
 }
 
 // markers is how many markers the exchange has seen.

@@ -243,6 +243,13 @@ func (a *Actor) textStolen() string {
 
 // atPrompt: bash is proven back at its prompt; the exchange is over.
 func (a *Actor) atPrompt(ctx actor.Context) {
+	if a.ex.answered {
+		// Its answer is decided; a later proof of the same prompt (a probe
+		// taken again, the tracker's look) while it waits for another
+		// look of its own must not decide it again.
+		return
+	}
+	a.ex.answered = true
 	switch a.ex.step {
 	case stepText:
 		a.lineDone(ctx)

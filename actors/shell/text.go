@@ -103,10 +103,18 @@ func (a *Actor) lineDone(ctx actor.Context) {
 		a.query(true)
 		return
 	}
-	ran := !a.bash.seqKnown || m.seq != a.bash.seq
+	if a.bash.seqKnown && m.seq == a.bash.seq {
+		// The number bash was at: it ran nothing (a syntax error), or a
+		// command printed a copy of the marker made before it went on
+		// (M="${PS1@P}"; PS1=""; printf %s "$M"; touch f). Anyone can print
+		// the number bash was at, so bash is asked: the status query's own
+		// number says whether the line ran.
+		a.query(true)
+		return
+	}
 	a.bash.seq, a.bash.seqKnown = m.seq, true
 	a.notePS2(c, m)
-	a.lineAnswered(ctx, ran, m.status)
+	a.lineAnswered(ctx, true, m.status)
 }
 
 // lineAnswered: bash read the line just typed and ran it, or ran nothing;
