@@ -57,3 +57,29 @@ func TestAStaleMarkerIsNoProofThatNothingRan(t *testing.T) {
 	}
 	wantText(t, bash(t, h, "a", "echo fine"), "fine\n")
 }
+
+// A call that ends its shell has the shell's status as its own, so that a
+// harness grading on exit_code does not count it as passed (issue 16 §5).
+// A line that ran nothing says not_run, with bash's status when it set one.
+func TestStatusesAHarnessCanRead(t *testing.T) {
+	h := newHost(t, nil)
+	for _, c := range []struct {
+		command string
+		code    int
+		exited  bool
+	}{
+		{"exit 3", 3, true},
+		{"set -e; false", 1, true},
+		{"kill -9 $$", 137, true},
+		{"fi", 2, false},
+	} {
+		res := bash(t, h, "a", c.command)
+		if res.ExitCode == nil || *res.ExitCode != c.code || (res.ShellExited != "") != c.exited {
+			t.Errorf("%q: exit %s, shell exited %q, want %d: %q", c.command, exitCode(res), res.ShellExited, c.code, res.Text)
+		}
+	}
+	bash(t, h, "a", "shopt -s expand_aliases; alias nothing=''")
+	if res := bash(t, h, "a", "nothing\necho two"); !res.NotRun || strings.Contains(res.Text, "two") {
+		t.Errorf("an alias that expands to nothing: %+v", res)
+	}
+}

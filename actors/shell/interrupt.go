@@ -144,7 +144,17 @@ func (a *Actor) shellExited(ctx actor.Context, st ptyproc.ExitStatus, unread boo
 		c.out = newCollector(a.opts.Config.MaxOutputChars)
 		a.reset(ResetExited, st.String(), c)
 	case c != nil && c.begun:
+		// The shell's own end is the call's status (exit 3, set -e then
+		// false), as a script's would be: a harness grading on exit_code
+		// must not count it as passed.
+		code := st.Code
+		if st.Signal != 0 {
+			code = 128 + int(st.Signal)
+		}
 		r := Result{ShellExited: st.String(), ShellReset: true, FreshShell: c.fresh}
+		if code >= 0 {
+			r.ExitCode = &code
+		}
 		a.finish(ctx, c, a.render(c, &r, append(a.unrun(c), how, resetNotice)))
 		a.reset(ResetExited, st.String(), nil)
 	case c != nil:

@@ -203,19 +203,20 @@ func TestShellDeathIsReportedAndTheNextCallStartsFresh(t *testing.T) {
 	h := newHost(t, nil)
 	cases := []struct {
 		command, want string
+		code          string // the call's exit_code: the shell's
 	}{
-		{"exit 3", "[shell exited: code 3]"},
-		{"exec sh -c 'exit 4'", "[shell exited: code 4]"},
-		{"set -e; false", "[shell exited: code 1]"},
-		{"kill -9 $$", "[shell killed by signal: SIGKILL]"},
-		{"exec true", "[shell exited: code 0]"},
+		{"exit 3", "[shell exited: code 3]", "3"},
+		{"exec sh -c 'exit 4'", "[shell exited: code 4]", "4"},
+		{"set -e; false", "[shell exited: code 1]", "1"},
+		{"kill -9 $$", "[shell killed by signal: SIGKILL]", "137"},
+		{"exec true", "[shell exited: code 0]", "0"},
 	}
 	for _, c := range cases {
 		t.Run(c.command, func(t *testing.T) {
 			bash(t, h, "a", "export MARK=still-here")
 			sid := shellPID(t, h, "a")
 			res := bash(t, h, "a", c.command)
-			if !strings.Contains(res.Text, c.want) || !res.ShellReset || res.ExitCode != nil ||
+			if !strings.Contains(res.Text, c.want) || !res.ShellReset || exitCode(res) != c.code ||
 				!strings.Contains(res.Text, "next call starts a fresh shell") {
 				t.Fatalf("got %q %+v", res.Text, res)
 			}
