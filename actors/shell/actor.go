@@ -138,6 +138,9 @@ type probeTag struct{ gen uint64 }
 // terminal cannot take at once go to ptyproc's writer, and a shell that is
 // thrown away is killed by the reaper.
 func (a *Actor) Receive(ctx actor.Context) {
+	if c := a.cur; c != nil && c.timingOut && !a.drainingMessage(ctx) {
+		return
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		root, self := ctx.ActorSystem().Root, ctx.Self()
@@ -191,8 +194,14 @@ func (a *Actor) Receive(ctx actor.Context) {
 			a.shellExited(ctx, m.exited.Status, m.exited.InputPending || a.proc.InputPending())
 			a.pump(ctx)
 		}
+	case *drained:
+		a.endTimeout(ctx, m.c)
 	case *ptyproc.Probe:
-		if t, ok := m.Tag.(withdrawProbe); ok {
+		if t, ok := m.Tag.(timeoutProbe); ok {
+			if m.Proc == a.proc {
+				a.timeoutProbed(ctx, t, m)
+			}
+		} else if t, ok := m.Tag.(withdrawProbe); ok {
 			if m.Proc == a.proc {
 				a.interruptWithdrawn(t, m)
 			}
@@ -225,6 +234,25 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.nextDue = false
 		a.pump(ctx)
 	}
+}
+
+// drainingMessage reports whether the message is one to handle while the
+// call's last output is drained after its time ran out: its output, the
+// drain's own looks, the shell's exit, calls and cancels to queue or note,
+// the actor's lifecycle. Anything else about the call (markers' proofs, its
+// timers) would decide it a second time, and is dropped.
+func (a *Actor) drainingMessage(ctx actor.Context) bool {
+	switch m := ctx.Message().(type) {
+	case *ptyproc.Output:
+		return true
+	case *ptyproc.Probe:
+		_, ok := m.Tag.(timeoutProbe)
+		return ok
+	case *drained, *ptyproc.Exited, *exitSettled, *ptyproc.OutputClosed, *Run, *Cancel, *Peek,
+		*actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+		return true
+	}
+	return false
 }
 
 // pump starts the next queued call when none is running.

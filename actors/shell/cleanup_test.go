@@ -5,6 +5,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dsh-actors/dsh-actors/actors/shell"
+	"github.com/dsh-actors/dsh-actors/config"
+	"github.com/dsh-actors/dsh-actors/internal/testkit"
 )
 
 // A program left waiting for input that takes its time to clean up after
@@ -81,5 +85,30 @@ func TestStatusesAHarnessCanRead(t *testing.T) {
 	bash(t, h, "a", "shopt -s expand_aliases; alias nothing=''")
 	if res := bash(t, h, "a", "nothing\necho two"); !res.NotRun || strings.Contains(res.Text, "two") {
 		t.Errorf("an alias that expands to nothing: %+v", res)
+	}
+}
+
+// Output written just before a timeout is in the result: the command is
+// stopped and what it wrote is drained before the answer (issue 16 §2).
+func TestOutputBeforeATimeoutIsKept(t *testing.T) {
+	h := newHost(t, func(c *config.Config) { c.Bash.MaxOutputChars = 4 << 20 })
+	dir := t.TempDir()
+	sid := shellPID(t, h, "a")
+	res := bashArgs(t, h, "a", shell.Args{TimeoutMs: 1500,
+		Command: `i=0; while :; do i=$((i+1)); echo "L$i"; echo $i >> ` + dir + `/written; done`})
+	testkit.SessionGone(t, sid)
+	if !res.TimedOut {
+		t.Fatalf("%+v", res)
+	}
+	b, err := os.ReadFile(dir + "/written")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last whole line: that many lines reached the terminal.
+	lines := strings.Split(string(b), "\n")
+	last := lines[len(lines)-2]
+	if !strings.Contains(res.Text, "\nL"+last+"\n") {
+		tail := res.Text[max(0, len(res.Text)-300):]
+		t.Fatalf("L%s was written before the timeout, and is not in the result; it ends:\n%s", last, tail)
 	}
 }

@@ -154,6 +154,9 @@ type call struct {
 	// open its result (see withdraw.go).
 	carried        []string
 	carriedDropped int
+	// timingOut: past its time, its last output is being drained (see
+	// beginTimeout).
+	timingOut bool
 }
 
 // interrupt is the state of stopping a command that waits for input before

@@ -2,9 +2,12 @@ package shell
 
 import (
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 )
 
 // tickKind says which of the actor's own timers a tick comes from.
@@ -43,15 +46,7 @@ func (a *Actor) ticked(ctx actor.Context, t *tick) {
 			a.finish(ctx, c, Result{TimedOut: true, IsError: true, Text: gateTimeout(c, a.opts.Gate.Slots())})
 			return
 		}
-		a.flushCarry()
-		r := Result{TimedOut: true, ShellReset: true, IsError: true, FreshShell: c.fresh}
-		limit := ""
-		if c.args.TimeoutMs > c.timeout.Milliseconds() {
-			limit = fmt.Sprintf(" (the configured limit; %d ms was asked for)", c.args.TimeoutMs)
-		}
-		note := fmt.Sprintf("[timed out after %d ms%s: the command and its shell were killed; the next call starts a fresh shell]", c.timeout.Milliseconds(), limit)
-		a.finish(ctx, c, a.render(c, &r, append(a.unrun(c), note)))
-		a.reset(ResetTimeout, fmt.Sprintf("after %v", c.timeout), nil)
+		a.beginTimeout(c)
 	case tickReprobe:
 		if t.n == a.ex.gen && a.proc != nil {
 			a.proc.Probe(probeTag{a.ex.gen}, false)
@@ -129,4 +124,66 @@ func gateTimeout(c *call, slots int) string {
 	}
 	return fmt.Sprintf("[timed out after %d ms%s waiting for its turn: only %d bash %s may start at once on this host (admission.slots), and others came first; nothing of it was typed]",
 		c.timeout.Milliseconds(), limit, slots, calls)
+}
+
+// A call past its time is answered with everything its command wrote to the
+// terminal before it was stopped: the foreground group gets SIGSTOP (so it
+// writes no more), the reader delivers what the terminal holds (probes,
+// until one finds it drained), and only then is the call answered and the
+// shell killed. Meanwhile nothing else about the call is decided: the
+// actor's other messages about it are left alone (see Receive).
+
+// drainMax bounds the wait for a timed-out call's last output.
+const drainMax = 500 * time.Millisecond
+
+// drainLooks bounds the probes of that drain.
+const drainLooks = 64
+
+// timeoutProbe tags a probe of a timed-out call's drain; drained ends the
+// drain when drainMax has passed.
+type (
+	timeoutProbe struct {
+		c *call
+		n int
+	}
+	drained struct{ c *call }
+)
+
+func (a *Actor) beginTimeout(c *call) {
+	c.timingOut = true
+	_ = a.proc.Signal(syscall.SIGSTOP)
+	a.proc.Probe(timeoutProbe{c: c}, false)
+	send := a.send
+	a.stopTimer(&a.stepTimer)
+	a.stepTimer = time.AfterFunc(drainMax, func() { send(&drained{c}) })
+}
+
+// timeoutProbed: a look of the drain; one that found the terminal drained
+// ends it.
+func (a *Actor) timeoutProbed(ctx actor.Context, t timeoutProbe, p *ptyproc.Probe) {
+	if a.cur != t.c || !t.c.timingOut {
+		return
+	}
+	if !p.Drained && t.n < drainLooks {
+		t.n++
+		a.proc.Probe(t, false)
+		return
+	}
+	a.endTimeout(ctx, t.c)
+}
+
+// endTimeout answers timed-out call c and kills its shell.
+func (a *Actor) endTimeout(ctx actor.Context, c *call) {
+	if a.cur != c || !c.timingOut {
+		return
+	}
+	a.flushCarry()
+	r := Result{TimedOut: true, ShellReset: true, IsError: true, FreshShell: c.fresh}
+	limit := ""
+	if c.args.TimeoutMs > c.timeout.Milliseconds() {
+		limit = fmt.Sprintf(" (the configured limit; %d ms was asked for)", c.args.TimeoutMs)
+	}
+	note := fmt.Sprintf("[timed out after %d ms%s: the command and its shell were killed, with its background jobs; the next call starts a fresh shell]", c.timeout.Milliseconds(), limit)
+	a.finish(ctx, c, a.render(c, &r, append(a.unrun(c), note)))
+	a.reset(ResetTimeout, fmt.Sprintf("after %v", c.timeout), nil)
 }
