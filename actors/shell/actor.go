@@ -123,6 +123,8 @@ type Actor struct {
 	// nextDue: a call was answered; the next one starts once the message
 	// that answered it is handled, unless a reset came after the answer.
 	nextDue bool
+	// stopping: the actor is stopping for good.
+	stopping bool
 }
 
 // exitSettled: bash exited exitSettle ago.
@@ -158,6 +160,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 				"bash: internal error: the shell actor failed and was restarted; the next call starts a fresh shell"))
 		}
 	case *actor.Stopping:
+		a.stopping = true
 		a.teardown()
 		a.failAll(ctx, "the shell was stopped because its agent is stopping")
 	case *actor.Stopped, *actor.ReceiveTimeout:
@@ -196,6 +199,13 @@ func (a *Actor) Receive(ctx actor.Context) {
 		}
 	case *drained:
 		a.endTimeout(ctx, m.c)
+	case *oldShellGone:
+		if a.kept.oldShell == m.gone {
+			a.kept.oldShell = nil
+			if c := a.cur; c != nil && c.admitted && a.proc == nil && a.exiting == nil {
+				a.run(ctx, c)
+			}
+		}
 	case *ptyproc.Probe:
 		if t, ok := m.Tag.(timeoutProbe); ok {
 			if m.Proc == a.proc {
@@ -236,6 +246,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 	}
 }
 
+// oldShellGone: the session of the shell thrown away last is gone.
+type oldShellGone struct{ gone chan struct{} }
+
 // drainingMessage reports whether the message is one to handle while the
 // call's last output is drained after its time ran out: its output, the
 // drain's own looks, the shell's exit, calls and cancels to queue or note,
@@ -248,7 +261,7 @@ func (a *Actor) drainingMessage(ctx actor.Context) bool {
 	case *ptyproc.Probe:
 		_, ok := m.Tag.(timeoutProbe)
 		return ok
-	case *drained, *ptyproc.Exited, *exitSettled, *ptyproc.OutputClosed, *Run, *Cancel, *Peek,
+	case *drained, *ptyproc.Exited, *exitSettled, *ptyproc.OutputClosed, *Run, *Cancel, *Peek, *oldShellGone,
 		*actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
 		return true
 	}
@@ -306,6 +319,14 @@ func (a *Actor) run(ctx actor.Context, c *call) {
 		a.kept.note = ""
 	}
 	if a.proc == nil {
+		if g := a.kept.oldShell; g != nil {
+			select {
+			case <-g:
+				a.kept.oldShell = nil
+			default:
+				return // oldShellGone starts it
+			}
+		}
 		if err := a.startShell(); err != nil {
 			a.finish(ctx, c, Result{Text: fmt.Sprintf("bash: could not start the shell: %v", err), IsError: true})
 			return
@@ -462,7 +483,16 @@ func (a *Actor) teardown() {
 	a.stopTimer(&a.lookTimer)
 	a.stopTimer(&a.withdrawTimer)
 	if a.proc != nil {
-		a.opts.Reaper.Close(a.proc)
+		// The next shell starts once this one's session is gone: a server
+		// the old one ran must not answer the new one's commands.
+		gone, send, stopping := make(chan struct{}), a.send, a.stopping
+		a.kept.oldShell = gone
+		a.opts.Reaper.CloseThen(a.proc, func() {
+			close(gone)
+			if !stopping { // (a stopped actor would make it a dead letter)
+				send(&oldShellGone{gone})
+			}
+		})
 		if a.io != nil {
 			a.io.Close()
 			a.io = nil

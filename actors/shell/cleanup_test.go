@@ -1,6 +1,8 @@
 package shell_test
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,5 +112,26 @@ func TestOutputBeforeATimeoutIsKept(t *testing.T) {
 	if !strings.Contains(res.Text, "\nL"+last+"\n") {
 		tail := res.Text[max(0, len(res.Text)-300):]
 		t.Fatalf("L%s was written before the timeout, and is not in the result; it ends:\n%s", last, tail)
+	}
+}
+
+// After a reset, the next call starts only once the old shell's session is
+// gone: nothing the old shell ran may still be there when the new one's
+// commands run (issue 16 §9).
+func TestTheNextShellStartsOnceTheOldIsGone(t *testing.T) {
+	h := newHost(t, nil)
+	for i := range 5 {
+		mark := fmt.Sprintf("old-session-%d-%d", i, rand.IntN(1<<30))
+		res := bashArgs(t, h, "a", shell.Args{TimeoutMs: 300,
+			// A job that left the session (setsid): the sweeper finds it by
+			// the session's token, a round after the session is killed.
+			Command: `setsid -f bash -c 'exec -a ` + mark + ` sleep 1000'; sleep 100`})
+		if !res.TimedOut {
+			t.Fatalf("%+v", res)
+		}
+		next := bash(t, h, "a", "pgrep -f "+mark+" || echo none")
+		if next.Text != "none\n" {
+			t.Fatalf("round %d: the old shell's job ran while the next call did: %q", i, next.Text)
+		}
 	}
 }

@@ -26,6 +26,9 @@ type kept struct {
 	// last is the call answered last, for a caller that gives up as its
 	// answer comes.
 	last *answer
+	// oldShell is closed once the session of the shell thrown away last is
+	// gone; the next shell starts after.
+	oldShell chan struct{}
 }
 
 // bashState is what the actor knows of its bash.

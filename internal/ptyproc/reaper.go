@@ -27,9 +27,16 @@ type Reaper struct {
 // over while others are being closed, by any Reaper, are closed together,
 // with one look at /proc for all of them: a host stopping a thousand shells
 // kills them in one sweep.
-func (r *Reaper) Close(p *Process) {
+func (r *Reaper) Close(p *Process) { r.CloseThen(p, nil) }
+
+// CloseThen is Close, and calls gone (if not nil) once p's session is gone,
+// on the reaper's goroutine: it must not block.
+func (r *Reaper) CloseThen(p *Process, gone func()) {
 	r.wg.Add(1)
 	sweep.submit(closeJob{p: p, done: func(err error) {
+		if gone != nil {
+			gone()
+		}
 		if err != nil {
 			r.mu.Lock()
 			r.errs = append(r.errs, err)
