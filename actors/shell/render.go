@@ -8,18 +8,28 @@ import (
 
 const resetNotice = "[the shell was reset: the next call starts a fresh shell, so the working directory, variables, functions and background jobs are gone]"
 
+// incompleteError is what bash says of a script that ends inside a quote,
+// heredoc or compound command; the notice after it says what happened here.
+const incompleteError = "bash: syntax error: unexpected end of file"
+
 const incompleteNotice = "[the command is incomplete (an unterminated quote, heredoc or compound command): bash waited for the rest, " +
-	"so what it had read was cancelled with SIGINT and did not run]"
+	"so what it had read was cancelled and did not run, as a script's would not; lines before it that were whole commands ran]"
 
 // statusResult is the result of a call whose command ended with status st.
+// Incomplete text is answered as bash answers a script that ends inside a
+// command: its syntax error, with status 2 (not the 130 of the SIGINT that
+// cancelled it here).
 func (a *Actor) statusResult(c *call, st int) Result {
+	if c.incomplete && !c.withdrawn {
+		st = 2
+	}
 	r := Result{FreshShell: c.fresh, ExitCode: &st, NotRun: c.incomplete && !c.ran}
 	var trailer []string
 	switch {
 	case c.incomplete && c.withdrawn:
 		trailer = append(trailer, "[bash was in the middle of a multi-line command when the call was cancelled: the rest was not typed, and what bash had read of it was dropped with SIGINT]")
 	case c.incomplete:
-		trailer = append(trailer, incompleteNotice)
+		trailer = append(trailer, incompleteError, incompleteNotice)
 	}
 	if st != 0 {
 		trailer = append(trailer, fmt.Sprintf("[exit code: %d]", st))

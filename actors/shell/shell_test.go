@@ -98,7 +98,8 @@ func TestCommandTextOfAnyShape(t *testing.T) {
 	}
 	// Text bash cannot finish reading is cancelled as Ctrl-C would: what it
 	// had read of the incomplete command does not run. Lines before it that
-	// were whole commands ran, as in a script.
+	// were whole commands ran, as in a script, and the answer is a script's:
+	// bash's syntax error, status 2 (issue 16 §12).
 	for _, c := range []struct {
 		name, command string
 		ran           bool
@@ -113,7 +114,8 @@ func TestCommandTextOfAnyShape(t *testing.T) {
 			dir := t.TempDir()
 			bash(t, h, "a", "cd "+dir)
 			res := bash(t, h, "a", c.command)
-			if exitCode(res) != "130" || res.NotRun == c.ran || !strings.Contains(res.Text, "incomplete") ||
+			if exitCode(res) != "2" || res.NotRun == c.ran || !strings.Contains(res.Text, "incomplete") ||
+				!strings.Contains(res.Text, "syntax error: unexpected end of file") ||
 				strings.Contains(res.Text, "body") || strings.Contains(res.Text, "inside") {
 				t.Fatalf("got %q %+v", res.Text, res)
 			}
