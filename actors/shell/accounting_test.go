@@ -20,9 +20,13 @@ import (
 // order with their notices as gaps, must give back the stream: every line
 // once, in order, and the notices' byte counts exactly what is missing.
 func TestEveryByteIsAccountedFor(t *testing.T) {
-	for _, limit := range []int{1500, 16000} {
-		t.Run(fmt.Sprintf("maxOutputChars=%d", limit), func(t *testing.T) {
-			h := newHost(t, func(c *config.Config) { c.Bash.MaxOutputChars = limit })
+	for _, c := range []struct {
+		limit    int
+		headOnly bool
+	}{{1500, false}, {16000, false}, {1500, true}} {
+		limit := c.limit
+		t.Run(fmt.Sprintf("maxOutputChars=%d,keepHeadOnly=%v", limit, c.headOnly), func(t *testing.T) {
+			h := newHost(t, func(cfg *config.Config) { cfg.Bash.MaxOutputChars, cfg.Bash.KeepHeadOnly = limit, c.headOnly })
 			const lines, calls = 40000, 40
 			// No job control: bash prints no notice when the writer ends, so
 			// the stream is the writer's lines, the calls' own and the one
@@ -59,6 +63,8 @@ var (
 	lineJob    = regexp.MustCompile(`^\[1\] \d+$`) // bash's own line when the writer starts
 	beforeGap  = regexp.MustCompile(`^\[(\d+) more bytes? of it (?:were|was) not kept(, the last line cut)?\]$`)
 	clipNotice = regexp.MustCompile(`^\[output clipped: only the first \d+ characters are shown(, the last line cut)?; (\d+) more bytes? (?:were|was) not kept\]$`)
+	// clipBetween stands between the head and the end of clipped output.
+	clipBetween = regexp.MustCompile(`^\[output clipped: (\d+) bytes? (?:were|was) left out here, between the first \d+ and the last \d+ characters(, the last line cut)?\]$`)
 )
 
 // piece is a stretch of the reconstructed stream: text, or a gap of n
@@ -108,16 +114,25 @@ func checkAccounting(t *testing.T, results []string, lines, calls int) {
 			add(block, notice, beforeGap)
 			text = after
 		}
-		own, notice := text, ""
+		own, notice, end := text, "", ""
 		if i := strings.LastIndex(own, "\n[output clipped: "); i >= 0 {
 			own, notice = own[:i+1], own[i+1:]
 		} else if strings.HasPrefix(own, "[output clipped: ") {
 			own, notice = "", own
 		}
-		if notice != "" && !clipNotice.MatchString(notice) {
+		gap := clipNotice
+		if line, rest, ok := strings.Cut(notice, "\n"); ok && clipBetween.MatchString(line) {
+			// Head and end: the end follows the notice's line.
+			notice, end, gap = line, rest, clipBetween
+		}
+		if notice != "" && !gap.MatchString(notice) {
 			t.Fatalf("result %d: trailer %q", r, notice)
 		}
-		add(own, notice, clipNotice)
+		add(own, notice, gap)
+		if end != "" {
+			add(end, "", nil)
+			own += end
+		}
 		for _, l := range strings.Split(own, "\n") {
 			if m := lineMine.FindStringSubmatch(l); m != nil {
 				k, _ := strconv.Atoi(m[1])

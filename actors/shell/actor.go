@@ -280,7 +280,7 @@ func (a *Actor) pump(ctx actor.Context) {
 		c.timeout = c.args.timeout(a.opts.Config)
 		c.deadline = time.Now().Add(c.timeout)
 		c.before = newCollector(a.opts.Config.MaxOutputChars)
-		c.out = newCollector(a.opts.Config.MaxOutputChars)
+		c.out = a.newOut()
 	}
 	a.armCallTimer(c)
 	if c.ticket == nil && !c.admitted {
@@ -292,6 +292,15 @@ func (a *Actor) pump(ctx actor.Context) {
 		return // the gate is full: admitted comes when the call's turn does
 	}
 	a.run(ctx, c)
+}
+
+// newOut is the collector of a call's output: its head and its end, or its
+// head only (bash.keepHeadOnly).
+func (a *Actor) newOut() collector {
+	if a.opts.Config.KeepHeadOnly {
+		return newCollector(a.opts.Config.MaxOutputChars)
+	}
+	return newEndsCollector(a.opts.Config.MaxOutputChars)
 }
 
 // passNotesOn keeps what call c was to be told about its shell (it died

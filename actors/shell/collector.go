@@ -26,9 +26,35 @@ type collector struct {
 	// cycleBytes counts bytes of bash's prompt cycle after a status query
 	// that were left out without being a repeat of what came before.
 	cycleBytes int64
+	// tailKeep, when positive, is how many characters of the stream's end
+	// are kept after the head is full (head and tail share the limit);
+	// tail holds the latest bytes, at most 4 a character and a sequence's
+	// worth more. dropped then counts the bytes between head and tail.
+	tailKeep int
+	tail     []byte
 }
 
 func newCollector(limit int) collector { return collector{limit: limit} }
+
+// newEndsCollector keeps the first and the last half of the limit: a
+// command's verdict (a test summary, RESULT: 42) is at its end.
+func newEndsCollector(limit int) collector {
+	if limit < 2 {
+		return newCollector(limit)
+	}
+	keep := limit / 2
+	return collector{limit: limit - keep, tailKeep: keep}
+}
+
+// toTail keeps p at the end of the tail, dropping (and counting) what falls
+// out of its front.
+func (c *collector) toTail(p []byte) {
+	c.tail = append(c.tail, p...)
+	if over := len(c.tail) - (4*c.tailKeep + 4); over > 0 {
+		c.dropped += int64(over)
+		c.tail = append(c.tail[:0], c.tail[over:]...)
+	}
+}
 
 func (c *collector) write(p []byte) {
 	if len(p) == 0 {
@@ -36,6 +62,10 @@ func (c *collector) write(p []byte) {
 	}
 	if c.full || c.limit <= 0 {
 		c.full = true
+		if c.tailKeep > 0 {
+			c.toTail(p)
+			return
+		}
 		c.dropped += int64(len(p))
 		return
 	}
@@ -49,7 +79,11 @@ func (c *collector) write(p []byte) {
 		c.decoded += size
 		c.chars++
 		if c.chars == c.limit {
-			c.dropped += int64(len(c.head) - c.decoded)
+			if c.tailKeep > 0 {
+				c.toTail(c.head[c.decoded:])
+			} else {
+				c.dropped += int64(len(c.head) - c.decoded)
+			}
 			c.head = c.head[:c.decoded]
 			c.full = true
 			return
@@ -66,26 +100,47 @@ func (c *collector) end() {
 			c.dropped += int64(len(c.head) - c.decoded)
 			c.head = c.head[:c.decoded]
 			c.full = true
-			return
+			break
 		}
 		c.decoded++
 		c.chars++
 	}
+	if len(c.tail) == 0 {
+		return
+	}
+	// The tail shows at most tailKeep characters, from a line's start when
+	// one begins in its first half.
+	kept := c.tail
+	for i, n := len(c.tail), 0; i > 0 && n < c.tailKeep; n++ {
+		_, size := utf8.DecodeLastRune(c.tail[:i])
+		i -= size
+		kept = c.tail[i:]
+	}
+	if i := bytes.IndexByte(kept, '\n'); i >= 0 && i < len(kept)/2 && c.dropped+int64(len(c.tail)-len(kept)) > 0 {
+		kept = kept[i+1:]
+	}
+	c.dropped += int64(len(c.tail) - len(kept))
+	c.tail = append(c.tail[:0], kept...)
 }
+
+// tailStart is where the tail begins in the stream's bytes (see len).
+func (c *collector) tailStart() int { return len(c.head) + int(c.dropped) }
 
 func (c *collector) empty() bool {
-	return len(c.head) == 0 && c.dropped == 0 && c.markerBytes == 0 && c.cycleBytes == 0
+	return len(c.head) == 0 && c.dropped == 0 && len(c.tail) == 0 && c.markerBytes == 0 && c.cycleBytes == 0
 }
 
-// len is how many bytes are kept.
-func (c *collector) len() int { return len(c.head) }
+// len is how many bytes have come: positions in the stream that cutFrom
+// and dropLinesWith take (the head's, then the dropped ones', then the
+// tail's).
+func (c *collector) len() int { return len(c.head) + int(c.dropped) + len(c.tail) }
 
 // splitLastLine returns c without the partial line at its end, and that
 // partial line. Nothing is split off once c has dropped bytes: the notice of
 // what was not kept goes where the cut is.
 func (c *collector) splitLastLine() (collector, []byte) {
 	i := bytes.LastIndexByte(c.head, '\n')
-	if c.dropped > 0 || i == len(c.head)-1 {
+	if c.dropped > 0 || len(c.tail) > 0 || i == len(c.head)-1 {
 		return *c, nil
 	}
 	whole := newCollector(c.limit)
@@ -97,6 +152,7 @@ func (c *collector) splitLastLine() (collector, []byte) {
 // add appends what o kept, and counts what it dropped, after c's own.
 func (c *collector) add(o collector) {
 	c.write(o.head)
+	c.write(o.tail)
 	c.dropped += o.dropped
 	c.markerBytes += o.markerBytes
 	c.cycleBytes += o.cycleBytes
@@ -108,6 +164,12 @@ func (c *collector) add(o collector) {
 // dropLinesWith removes, from byte from on, every line that holds s (the
 // runtime's own lines echoed by bash), unless bytes were dropped.
 func (c *collector) dropLinesWith(from int, s string) {
+	if len(c.tail) > 0 {
+		if at := from - c.tailStart(); at >= 0 && at <= len(c.tail) {
+			c.tail = dropLines(c.tail, at, s)
+		}
+		return
+	}
 	if c.dropped > 0 || from > len(c.head) || !bytes.Contains(c.head[from:], []byte(s)) {
 		return
 	}
@@ -125,9 +187,35 @@ func (c *collector) dropLinesWith(from int, s string) {
 	c.rewrite(kept)
 }
 
+// dropLines is b without the lines, from at on, that hold s.
+func dropLines(b []byte, at int, s string) []byte {
+	if !bytes.Contains(b[at:], []byte(s)) {
+		return b
+	}
+	kept := append([]byte(nil), b[:at]...)
+	for rest := b[at:]; len(rest) > 0; {
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line = rest[:i+1]
+		}
+		rest = rest[len(line):]
+		if !bytes.Contains(line, []byte(s)) {
+			kept = append(kept, line...)
+		}
+	}
+	return kept
+}
+
 // trimSuffix drops s from the end of the kept bytes, if they end with it
 // and nothing was dropped after them.
 func (c *collector) trimSuffix(s string) bool {
+	if len(c.tail) > 0 {
+		if s == "" || !bytes.HasSuffix(c.tail, []byte(s)) {
+			return false
+		}
+		c.tail = c.tail[:len(c.tail)-len(s)]
+		return true
+	}
 	if c.dropped > 0 || s == "" || !bytes.HasSuffix(c.head, []byte(s)) {
 		return false
 	}
@@ -138,6 +226,15 @@ func (c *collector) trimSuffix(s string) bool {
 // cutFrom removes and returns the bytes from at on, unless bytes were
 // dropped (then what is kept is not where at points).
 func (c *collector) cutFrom(at int) []byte {
+	if len(c.tail) > 0 {
+		i := at - c.tailStart()
+		if i < 0 || i >= len(c.tail) {
+			return nil
+		}
+		cut := append([]byte(nil), c.tail[i:]...)
+		c.tail = c.tail[:i]
+		return cut
+	}
 	if c.dropped > 0 || at < 0 || at >= len(c.head) {
 		return nil
 	}
@@ -146,16 +243,24 @@ func (c *collector) cutFrom(at int) []byte {
 	return cut
 }
 
-func (c *collector) endsWith(s string) bool { return bytes.HasSuffix(c.head, []byte(s)) }
+func (c *collector) endsWith(s string) bool {
+	if len(c.tail) > 0 {
+		return bytes.HasSuffix(c.tail, []byte(s))
+	}
+	return bytes.HasSuffix(c.head, []byte(s))
+}
 
 // rewrite makes kept (nothing was dropped) the collector's bytes; what it
 // counted of markers stays.
 func (c *collector) rewrite(kept []byte) {
-	markers, cycle := c.markerBytes, c.cycleBytes
+	markers, cycle, tailKeep := c.markerBytes, c.cycleBytes, c.tailKeep
 	*c = newCollector(c.limit)
-	c.markerBytes, c.cycleBytes = markers, cycle
+	c.markerBytes, c.cycleBytes, c.tailKeep = markers, cycle, tailKeep
 	c.write(kept)
 }
 
-// text renders the kept bytes as safe text (see package safetext).
+// text renders the kept head as safe text (see package safetext).
 func (c *collector) text() string { return safetext.String(c.head) }
+
+// tailText renders the kept tail (empty unless output was clipped).
+func (c *collector) tailText() string { return safetext.String(c.tail) }

@@ -15,7 +15,7 @@ const BackendShell = "shell"
 const DefaultDescription = "Run a command in a persistent bash shell. The shell stays alive between calls: " +
 	"the working directory, exported variables, functions, activated environments and background jobs carry over. " +
 	"Each call returns the command's output (stdout and stderr together) and, when it is not zero, " +
-	"its exit status as [exit code: N]. Long output keeps its beginning and says how much was clipped. " +
+	"its exit status as [exit code: N]. Long output keeps its beginning and its end, and says how much was left out between them. " +
 	"A command that waits for keyboard input returns early with its output so far; run interactive programs in a terminal instead. " +
 	"A command that runs past the time limit is killed together with the shell, and the next call starts a fresh shell."
 
@@ -28,8 +28,13 @@ type Config struct {
 	// TimeoutMs is the wall-clock limit of one command in milliseconds; a
 	// command that passes it is killed with its shell.
 	TimeoutMs int64 `yaml:"timeoutMs"`
-	// MaxOutputChars is how many characters of a command's output are kept.
+	// MaxOutputChars is how many characters of a command's output are kept:
+	// its first and its last half, with a notice between them of what was
+	// left out (a command's verdict, a test summary, is at its end).
 	MaxOutputChars int `yaml:"maxOutputChars"`
+	// KeepHeadOnly keeps only the first MaxOutputChars characters, as the
+	// reference does.
+	KeepHeadOnly bool `yaml:"keepHeadOnly"`
 	// Description is the tool description the model sees.
 	Description string `yaml:"description"`
 	// HostHistory lets agent shells read and write the host user's bash

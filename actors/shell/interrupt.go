@@ -141,7 +141,7 @@ func (a *Actor) shellExited(ctx actor.Context, st ptyproc.ExitStatus, unread boo
 		// What came after the text was typed is the dead shell's last
 		// output, not this command's: it goes with the output before it.
 		c.before.add(c.out)
-		c.out = newCollector(a.opts.Config.MaxOutputChars)
+		c.out = a.newOut()
 		a.reset(ResetExited, st.String(), c)
 	case c != nil && c.begun:
 		// The shell's own end is the call's status (exit 3, set -e then

@@ -73,7 +73,19 @@ func (a *Actor) render(c *call, r *Result, trailer []string) Result {
 	}
 	out := tidyJobNotices(c.out.text())
 	b.WriteString(out)
-	if c.out.dropped > 0 {
+	if tail := c.out.tailText(); c.out.tailKeep > 0 && c.out.dropped > 0 {
+		// The head, the notice of what was left out, then the end.
+		r.ClippedBytes = c.out.dropped
+		if out != "" && !strings.HasSuffix(out, "\n") {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "[output clipped: %d %s left out here, between the first %d and the last %d characters%s]\n",
+			c.out.dropped, bytesWere(c.out.dropped, false), c.out.limit, c.out.tailKeep, cutNote(out))
+		b.WriteString(tidyJobNotices(tail))
+	} else if tail != "" {
+		// Nothing was left out between them: one stream.
+		b.WriteString(tidyJobNotices(tail))
+	} else if c.out.dropped > 0 {
 		r.ClippedBytes = c.out.dropped
 		trailer = append([]string{fmt.Sprintf(
 			"[output clipped: only the first %d characters are shown%s; %d more %s not kept]",

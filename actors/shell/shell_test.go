@@ -278,8 +278,9 @@ func TestExecBashIsRecovered(t *testing.T) {
 	}
 }
 
+// With bash.keepHeadOnly, long output keeps its first maxOutputChars.
 func TestLongOutputKeepsItsBeginning(t *testing.T) {
-	h := newHost(t, func(c *config.Config) { c.Bash.MaxOutputChars = 1000 })
+	h := newHost(t, func(c *config.Config) { c.Bash.MaxOutputChars, c.Bash.KeepHeadOnly = 1000, true })
 	res := bash(t, h, "a", "seq 1 100000")
 	if !strings.HasPrefix(res.Text, "1\n2\n3\n") || res.ClippedBytes == 0 {
 		t.Fatalf("got %.100q... clipped %d", res.Text, res.ClippedBytes)
@@ -302,6 +303,25 @@ func TestLongOutputKeepsItsBeginning(t *testing.T) {
 	}
 }
 
+// By default long output keeps its first and its last half, the notice
+// between them (issue 16 §10): a command's verdict is at its end.
+func TestLongOutputKeepsItsEnds(t *testing.T) {
+	h := newHost(t, func(c *config.Config) { c.Bash.MaxOutputChars = 1000 })
+	res := bash(t, h, "a", "seq 1 100000; echo 'RESULT: 42'")
+	full := seqOutput(100000) + "RESULT: 42\n"
+	head, rest, ok := strings.Cut(res.Text, "[output clipped: ")
+	notice, end, _ := strings.Cut(rest, "]\n")
+	if !ok || head != full[:500] && head != full[:500]+"\n" {
+		t.Fatalf("head %q", head)
+	}
+	if !strings.HasSuffix(full, end) || !strings.HasSuffix(end, "99999\n100000\nRESULT: 42\n") || len(end) > 500 || exitCode(res) != "0" {
+		t.Fatalf("end %q", end)
+	}
+	if left := int64(len(full) - 500 - len(end)); res.ClippedBytes != left || !strings.Contains(notice, fmt.Sprintf("%d bytes were left out here", left)) {
+		t.Fatalf("clipped %d, notice %q, want %d", res.ClippedBytes, notice, left)
+	}
+}
+
 func seqOutput(n int) string {
 	var b strings.Builder
 	for i := 1; i <= n; i++ {
@@ -312,9 +332,15 @@ func seqOutput(n int) string {
 }
 
 func TestClippingNeverSplitsACharacter(t *testing.T) {
-	h := newHost(t, func(c *config.Config) { c.Bash.MaxOutputChars = 7 })
+	h := newHost(t, func(c *config.Config) { c.Bash.MaxOutputChars, c.Bash.KeepHeadOnly = 7, true })
 	// Three-byte characters: a byte-based cut would land inside one.
 	res := bash(t, h, "a", "printf '✓%.0s' $(seq 1 20)")
+	ends := bash(t, newHost(t, func(c *config.Config) { c.Bash.MaxOutputChars = 7 }), "a", "printf '✓%.0s' $(seq 1 20)")
+	head, end, _ := strings.Cut(ends.Text, "\n[output clipped: ")
+	_, end, _ = strings.Cut(end, "]\n")
+	if head != strings.Repeat("✓", 4) || end != strings.Repeat("✓", 3) || !utf8.ValidString(ends.Text) || ends.ClippedBytes != 13*3 {
+		t.Fatalf("head and end: %q (clipped %d)", ends.Text, ends.ClippedBytes)
+	}
 	kept, _, _ := strings.Cut(res.Text, "\n[output clipped")
 	if kept != strings.Repeat("✓", 7) || !utf8.ValidString(res.Text) {
 		t.Fatalf("got %q", res.Text)
