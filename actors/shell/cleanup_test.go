@@ -135,3 +135,21 @@ func TestTheNextShellStartsOnceTheOldIsGone(t *testing.T) {
 		}
 	}
 }
+
+// The runtime's own stop of a timed-out command is not reported as the
+// command's (bash's "[1]+ Stopped" job notice), and a call whose time ran
+// out before its text was typed says it did not run.
+func TestATimeoutSaysWhatRan(t *testing.T) {
+	h := newHost(t, nil)
+	for i := range 8 {
+		res := bashArgs(t, h, "a", shell.Args{TimeoutMs: 300, Command: "echo a\nsleep 5\necho c"})
+		if !res.TimedOut || res.NotRun || strings.Contains(res.Text, "Stopped") || !strings.HasPrefix(res.Text, "a\n") {
+			t.Fatalf("round %d: %+v", i, res)
+		}
+	}
+	bash(t, h, "a", `bash -c 'trap "sleep 3" INT; read x'`)
+	res := bashArgs(t, h, "a", shell.Args{TimeoutMs: 500, Command: "echo never"})
+	if !res.TimedOut || !res.NotRun || strings.Contains(res.Text, "never") {
+		t.Fatalf("timed out stopping the earlier command: %+v", res)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 )
 
 const resetNotice = "[the shell was reset: the next call starts a fresh shell, so the working directory, variables, functions and background jobs are gone]"
@@ -80,7 +81,7 @@ func (a *Actor) render(c *call, r *Result, trailer []string) Result {
 			b.WriteByte('\n')
 		}
 		fmt.Fprintf(&b, "[output clipped: %d %s left out here, between the first %d and the last %d characters%s]\n",
-			c.out.dropped, bytesWere(c.out.dropped, false), c.out.limit, c.out.tailKeep, cutNote(out))
+			c.out.dropped, bytesWere(c.out.dropped, false), utf8.RuneCountInString(out), utf8.RuneCountInString(tail), cutNote(out))
 		b.WriteString(tidyJobNotices(tail))
 	} else if tail != "" {
 		// Nothing was left out between them: one stream.

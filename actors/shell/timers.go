@@ -151,6 +151,9 @@ type (
 
 func (a *Actor) beginTimeout(c *call) {
 	c.timingOut = true
+	// bash first: stopped, it cannot report its job stopped ("[1]+
+	// Stopped"), which the drain would take for the command's output.
+	_ = syscall.Kill(a.proc.PID(), syscall.SIGSTOP)
 	_ = a.proc.Signal(syscall.SIGSTOP)
 	a.proc.Probe(timeoutProbe{c: c}, false)
 	send := a.send
@@ -178,7 +181,9 @@ func (a *Actor) endTimeout(ctx actor.Context, c *call) {
 		return
 	}
 	a.flushCarry()
-	r := Result{TimedOut: true, ShellReset: true, IsError: true, FreshShell: c.fresh}
+	// Its text not typed yet (the time ran out stopping an earlier
+	// command): nothing of it ran.
+	r := Result{TimedOut: true, ShellReset: true, IsError: true, FreshShell: c.fresh, NotRun: !c.begun}
 	limit := ""
 	if c.args.TimeoutMs > c.timeout.Milliseconds() {
 		limit = fmt.Sprintf(" (the configured limit; %d ms was asked for)", c.args.TimeoutMs)
