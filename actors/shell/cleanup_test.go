@@ -153,3 +153,27 @@ func TestATimeoutSaysWhatRan(t *testing.T) {
 		t.Fatalf("timed out stopping the earlier command: %+v", res)
 	}
 }
+
+// A program that ignores SIGINT and waits in select on the terminal, in the
+// terminal's own modes, gets no end-of-file byte: it would take it for no
+// end-of-file, and one it never reads is glued to the next line typed
+// ($'\004echo': command not found). A REPL with a line editor of its own
+// still ends at Ctrl-D.
+func TestNoEndOfFileByteIsLeftBehind(t *testing.T) {
+	h := newHost(t, nil)
+	waiting := bash(t, h, "a", `python3 -c "import signal,select; signal.signal(signal.SIGINT, signal.SIG_IGN); select.select([0],[],[]); print('readable')"`)
+	if !waiting.WaitingForInput {
+		t.Fatalf("%+v", waiting)
+	}
+	res := bash(t, h, "a", "echo next; echo again")
+	if !strings.HasSuffix(res.Text, "next\nagain\n") || strings.Contains(res.Text, "not found") || strings.Contains(res.Text, "end-of-file") {
+		t.Fatalf("the call after it: %q", res.Text)
+	}
+	if w := bash(t, h, "a", "python3"); !w.WaitingForInput {
+		t.Fatalf("%+v", w)
+	}
+	res = bash(t, h, "a", "echo after")
+	if !strings.Contains(res.Text, "sent end-of-file") || !strings.Contains(res.Text, "[it stopped with status 0]") || !strings.HasSuffix(res.Text, "after\n") {
+		t.Fatalf("the REPL: %q", res.Text)
+	}
+}

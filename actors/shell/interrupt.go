@@ -36,8 +36,17 @@ func (a *Actor) beginInterrupt(ctx actor.Context) {
 // SIGKILL.
 func (a *Actor) escalate(ctx actor.Context, proven bool) {
 	c, in := a.cur, a.ex.intr
-	if !proven && in.step == 0 {
-		in.step++ // no end-of-file for a program that is not reading
+	if in.step == 0 {
+		// End-of-file is a byte that only a program with modes of its own
+		// (a line editor's: readline takes ^D for it) reads as such. In
+		// the terminal's own modes (no canonical input, so the kernel
+		// makes no end-of-file of it) it is a plain byte, and one that a
+		// program waiting in select and then exiting leaves to be glued
+		// to the next line: $'\004echo'. Nor is it for a program that is
+		// not reading at all.
+		if own, err := a.proc.ModesChanged(); !proven || err != nil || !own {
+			in.step++
+		}
 	}
 	in.step++
 	in.stepAt = time.Now()

@@ -153,6 +153,22 @@ func (p *Process) RestoreModes() (bool, error) {
 	return changed, err
 }
 
+// ModesChanged reports whether the program has set terminal modes of its
+// own (a line editor's, a full-screen program's) in place of the ones the
+// terminal was started with.
+func (p *Process) ModesChanged() (bool, error) {
+	changed := false
+	err := p.control(func(fd int) error {
+		t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+		if err != nil {
+			return err
+		}
+		changed = *t != p.modes
+		return nil
+	})
+	return changed, err
+}
+
 // Resize sets the window size; the foreground group gets SIGWINCH.
 func (p *Process) Resize(cols, rows uint16) error {
 	return p.control(func(fd int) error {
