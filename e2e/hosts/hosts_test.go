@@ -184,9 +184,12 @@ func runHost(t *testing.T, e *env, h hostSpec, transport string) {
 	r.serverMark = e2ekit.Mark(t)
 	r.model = startModel(t, h.api, steps, logDir, r.lookAtTheEnd)
 	serverConfig := filepath.Join(tmp, "dsh-actors.yaml")
-	// The defaults, as a user gets them: the session rules under test are
-	// those a host meets.
-	if err := os.WriteFile(serverConfig, []byte("mcp: {}\n"), 0o644); err != nil {
+	// The defaults, as a user gets them (the session rules under test are
+	// those a host meets), but for progress notifications: opencode renews
+	// its own time limit at each one (a 30 s call outlived its 5 s limit
+	// with the default 5 s interval), and the step past a host's limit is
+	// about what happens when that limit ends a call.
+	if err := os.WriteFile(serverConfig, []byte("mcp:\n  progressIntervalMs: 3600000\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	serverEnv := []string{r.serverMark, e2ekit.GORACE(e.race)}
