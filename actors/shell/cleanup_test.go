@@ -177,3 +177,63 @@ func TestNoEndOfFileByteIsLeftBehind(t *testing.T) {
 		t.Fatalf("the REPL: %q", res.Text)
 	}
 }
+
+// A command left waiting for input that the next call stops leaves nothing
+// behind in that call: bash's read builtin under `trap "" INT` ends at a real
+// end-of-file (the shell, its directory and $? kept); a prompt of its own
+// (PS1="(venv) $PS1") is not output and the status is still told; an
+// unfinished last line stays, ended, in the block of output since the
+// previous call; bash's newline after SIGINT makes no empty block; and $?
+// after incomplete text is the 2 the result said (issue 16, a hostile
+// pass: D2, D3, D6, D8).
+func TestAStoppedCommandLeavesNothingBehind(t *testing.T) {
+	h := newHost(t, nil)
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, setup, waits, next string
+		want                     []string // in the next result, in order
+		bad                      []string
+	}{
+		{"read ignoring SIGINT", "cd " + dir, `trap "" INT; read x`, `pwd; echo "[$?]"`,
+			[]string{"sent end-of-file (Ctrl-D)]\n[it stopped with status 1]\n" + dir + "\n[0]\n"}, []string{"reset", "fresh shell"}},
+		{"a prompt of its own", "trap - INT", `PS1="(venv) $PS1"; read x`, "echo next",
+			[]string{"[it stopped with status 130]\nnext\n"}, []string{"(venv)", "output since"}},
+		{"an unfinished last line", "", `bash -c 'trap "printf cleaning; exit 3" INT; read x'`, "echo after",
+			[]string{"[it stopped with status 3]\n[output since the previous call]\ncleaning\n[end of output since the previous call]\nafter\n"}, nil},
+		{"an interrupted read", "", `printf 'Proceed? '; read x`, "echo after",
+			[]string{"[it stopped with status 130]\nafter\n"}, []string{"output since"}},
+	} {
+		if c.setup != "" {
+			bash(t, h, "a", c.setup)
+		}
+		if w := bash(t, h, "a", c.waits); !w.WaitingForInput {
+			t.Fatalf("%s: not waiting: %+v", c.name, w)
+		}
+		res := bash(t, h, "a", c.next)
+		if res.ShellReset || res.FreshShell || res.ExitCode == nil || *res.ExitCode != 0 {
+			t.Errorf("%s: %+v", c.name, res)
+		}
+		for _, w := range c.want {
+			if !strings.HasSuffix(res.Text, w) {
+				t.Errorf("%s: the next result does not end with %q:\n%s", c.name, w, res.Text)
+			}
+		}
+		for _, b := range c.bad {
+			if strings.Contains(res.Text, b) {
+				t.Errorf("%s: the next result has %q:\n%s", c.name, b, res.Text)
+			}
+		}
+	}
+	// The prompt of its own is the shell's again; a cancelled call's too.
+	bash(t, h, "a", `PS1="(venv) $PS1"`)
+	cancelWhenStarted(t, h, "a", "echo go > $GO; read x")
+	res := bash(t, h, "a", "echo next")
+	if strings.Contains(res.Text, "(venv)") || !strings.HasSuffix(res.Text, "[it stopped with status 130]\nnext\n") {
+		t.Errorf("after a cancelled read:\n%s", res.Text)
+	}
+	// Incomplete text says status 2, and so does $? after it.
+	if r := bash(t, h, "a", "echo 'abc"); r.ExitCode == nil || *r.ExitCode != 2 {
+		t.Fatalf("incomplete text: %+v", r)
+	}
+	wantText(t, bash(t, h, "a", "echo $?"), "2\n")
+}

@@ -18,7 +18,7 @@ func (a *Actor) beginInterrupt(ctx actor.Context) {
 	w := a.waiting
 	ex := a.begin(stepInterrupt)
 	ex.flushed = true
-	ex.intr = &interrupt{who: w.who, step: -1}
+	ex.intr = &interrupt{who: w.who, step: -1, mark: -1}
 	a.proc.Probe(probeTag{ex.gen}, false)
 }
 
@@ -31,22 +31,22 @@ func (a *Actor) beginInterrupt(ctx actor.Context) {
 // or a step's time passed with it neither ending nor waiting, so running:
 // cleaning up after SIGINT, perhaps. End-of-file is typed only to a
 // program proven reading the terminal (one that never reads it would leave
-// the byte to be glued to the next line); a running one gets
-// bash.cancelGraceMs after SIGINT in all, then its job SIGTERM and
-// SIGKILL.
+// it to the next reader); a running one gets bash.cancelGraceMs after
+// SIGINT in all, then its job SIGTERM and SIGKILL.
 func (a *Actor) escalate(ctx actor.Context, proven bool) {
 	c, in := a.cur, a.ex.intr
-	if in.step == 0 {
-		// End-of-file is a byte that only a program with modes of its own
-		// (a line editor's: readline takes ^D for it) reads as such. In
-		// the terminal's own modes (no canonical input, so the kernel
-		// makes no end-of-file of it) it is a plain byte, and one that a
-		// program waiting in select and then exiting leaves to be glued
-		// to the next line: $'\004echo'. Nor is it for a program that is
-		// not reading at all.
-		if own, err := a.proc.ModesChanged(); !proven || err != nil || !own {
-			in.step++
-		}
+	if in.step == 0 && !a.endOfFileFits(proven) {
+		in.step++
+	}
+	if in.step == 1 && in.eofAgain && proven {
+		// Proven waiting again with nothing unread: the end-of-file met
+		// bash's read begun before canonical input was on (SIGWINCH had
+		// not restarted it yet), which took it for nothing. Once more.
+		in.eofAgain = false
+		in.stepAt = time.Now()
+		a.proc.Write([]byte{4})
+		a.stepTaken()
+		return
 	}
 	in.step++
 	in.stepAt = time.Now()
@@ -59,10 +59,21 @@ func (a *Actor) escalate(ctx actor.Context, proven bool) {
 			a.reset(ResetBroken, err.Error(), c)
 			return
 		}
+		in.mark = a.kept.idle.len()
 		c.notes = append(c.notes, fmt.Sprintf("[the previous command, %s, was still waiting for input: sent it SIGINT]", in.who))
 	case in.step == 1:
 		c.notes = append(c.notes, "[it kept waiting after SIGINT: sent end-of-file (Ctrl-D)]")
-		a.proc.Write([]byte{4})
+		// In the terminal's own modes, with canonical input on for it:
+		// a real end-of-file. What it leaves unread is dropped before
+		// the next line (interruptDone), and the next line typed puts the
+		// modes back.
+		pid := a.proc.PID()
+		canonical, _ := a.proc.TypeEndOfFile(func() {
+			// bash's read was begun in the terminal's own modes: its
+			// SIGWINCH handler makes it read again, now canonically.
+			_ = syscall.Kill(pid, syscall.SIGWINCH)
+		})
+		in.eofAgain = canonical
 	case in.step == 2 && job:
 		c.notes = append(c.notes, "[it "+stillDoing(proven)+": sent SIGTERM to the foreground job]")
 		_ = a.proc.Signal(syscall.SIGTERM)
@@ -74,14 +85,56 @@ func (a *Actor) escalate(ctx actor.Context, proven bool) {
 		a.reset(ResetStuck, in.who, c)
 		return
 	}
+	a.stepTaken()
+}
+
+// stepTaken: a step of the interrupt sequence was taken; wait for what
+// it does.
+func (a *Actor) stepTaken() {
 	// A marker from here on is bash's answer to this step.
 	a.ex.ps1, a.ex.ps2, a.ex.query = nil, 0, nil
 	a.wait.Start(a.proc)
-	if in.step <= 1 {
+	if a.ex.intr.step <= 1 {
 		a.armStep(a.opts.Config.CancelGrace()) // its cleanup's time
 	} else {
 		a.armStep(stepTimeout)
 	}
+}
+
+// endOfFileFits reports whether end-of-file is the next step for the
+// program left waiting. A program with modes of its own (a line editor's:
+// readline takes ^D for it) gets the byte. In the terminal's own modes the
+// kernel makes an end-of-file of it only with canonical input on, which
+// TypeEndOfFile turns on for it; that is only for bash itself blocked in
+// read(2) on the terminal (its read builtin, under `trap "" INT`): its
+// SIGWINCH handler makes it begin the read again in canonical mode, and
+// the read returns 0. A program waiting in select or poll may exit without
+// reading it, and bash, back at its prompt, would read it and end; a job
+// gets SIGTERM instead. Nor is it for a program that is not reading at
+// all.
+func (a *Actor) endOfFileFits(proven bool) bool {
+	if !proven {
+		return false
+	}
+	own, err := a.proc.ModesChanged()
+	if err != nil {
+		return false
+	}
+	w := a.ex.intr.wait
+	return own || w.Syscall == "read" && w.PID == a.proc.PID()
+}
+
+// tidyStopped: the command left waiting is gone (stopped, or ended by
+// itself). Its last line, even if cut, is over: it stays with the output
+// since the previous call, not glued to the call's own. The newline bash
+// prints for a command that SIGINT ended (mark: the output's length when
+// it was sent) is the runtime's doing.
+func (a *Actor) tidyStopped(mark int) {
+	idle := &a.kept.idle
+	if mark >= 0 && idle.len() == mark+1 {
+		idle.trimSuffix("\n")
+	}
+	a.kept.idleEnded = true
 }
 
 // stillDoing says what a program that did not stop was seen doing.
@@ -101,6 +154,7 @@ func (a *Actor) interruptDone(ctx actor.Context) {
 		// took) must not be glued to the next line typed.
 		_ = a.proc.DiscardInput()
 	}
+	mark := ex.intr.mark
 	switch {
 	case ex.markers() > 1:
 		// Someone printed markers while it was being stopped: the command
@@ -109,22 +163,35 @@ func (a *Actor) interruptDone(ctx actor.Context) {
 	case ex.intr.step < 0:
 		// Proven back at its prompt before anything was sent: the command
 		// ended by itself, with the status of the marker bash printed then.
+		note := fmt.Sprintf("[the previous command, %s, which was waiting for input, ended by itself with status %%d]", w.who)
 		if m := w.ended; m != nil && m.ps1Ours && !a.bash.ps1Stuck {
 			a.bash.seq, a.bash.seqKnown = m.seq, true
-			c.notes = append(c.notes, fmt.Sprintf("[the previous command, %s, which was waiting for input, ended by itself with status %d]", w.who, m.status))
-		} else {
-			a.bash.seqKnown = false
-			c.notes = append(c.notes, fmt.Sprintf("[the previous command, %s, which was waiting for input, ended by itself]", w.who))
+			c.notes = append(c.notes, fmt.Sprintf(note, m.status))
+			break
 		}
+		// No marker of ours (a prompt of its own, PS1="(venv) $PS1"):
+		// ask, for its status and the prompt text to leave out.
+		a.askStopped(note, mark)
+		return
 	case len(ex.ps1) == 1 && ex.ps1[0].ps1Ours && !a.bash.ps1Stuck:
 		m := ex.ps1[0]
 		a.bash.seq, a.bash.seqKnown = m.seq, true
 		c.notes = append(c.notes, fmt.Sprintf("[it stopped with status %d]", m.status))
 	default:
 		// Back at the prompt, but the prompt is not ours: ask.
-		a.bash.needQuery = true
+		a.askStopped("[it stopped with status %d]", mark)
+		return
 	}
+	a.tidyStopped(mark)
 	a.next(ctx)
+}
+
+// askStopped asks bash for the status of the command left waiting, which
+// is gone, and the prompt state: note says it (see stoppedQuery).
+func (a *Actor) askStopped(note string, mark int) {
+	a.bash.needQuery = false
+	a.query(false)
+	a.ex.stopped = &stoppedQuery{note: note, mark: mark}
 }
 
 func (a *Actor) shellExited(ctx actor.Context, st ptyproc.ExitStatus, unread bool) {

@@ -189,8 +189,12 @@ func (p protocol) queryFunc() string {
 // handed back that is not 0 does not end the shell, and $? is that status
 // afterwards. Both commands end with "$_", which the next command sees as
 // it was before the query.
-func (p protocol) queryLine(token string) []byte {
-	return []byte(`\` + p.queryName() + ` "$?" ` + token + ` "$_" 2>/dev/null && \builtin : ` + token + ` "$_"` + "\n")
+func (p protocol) queryLine(token string) []byte { return p.queryLineSetting(token, `"$?"`) }
+
+// queryLineSetting is the query line that hands back status (a number, or
+// "$?") instead of $?: $? is that status afterwards.
+func (p protocol) queryLineSetting(token, status string) []byte {
+	return []byte(`\` + p.queryName() + ` ` + status + ` ` + token + ` "$_" 2>/dev/null && \builtin : ` + token + ` "$_"` + "\n")
 }
 
 // newToken is a query's token: 16 upper-case hexadecimal digits.

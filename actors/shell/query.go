@@ -11,14 +11,17 @@ import (
 
 // query asks bash for $? and the prompt state, with a token of its own.
 // afterLine: the status is that of the line just typed.
-func (a *Actor) query(afterLine bool) {
+func (a *Actor) query(afterLine bool) { a.querySetting(afterLine, `"$?"`) }
+
+// querySetting is query, with status handed back as $? instead of $?.
+func (a *Actor) querySetting(afterLine bool, status string) {
 	c := a.cur
 	token := newToken()
 	mark := a.kept.idle.len()
 	if c.begun {
 		mark = c.out.len()
 	}
-	line := a.proto.queryLine(token)
+	line := a.proto.queryLineSetting(token, status)
 	if afterLine {
 		c.read.typed += len(line) // bash reads the query too before it answers
 	}
@@ -107,6 +110,13 @@ func (a *Actor) queryDone(ctx actor.Context) {
 		out.cycleBytes += int64(len(cycle))
 	}
 	if !ex.afterLine {
+		if s := ex.stopped; s != nil {
+			// Asked after a command left waiting was stopped (or ended):
+			// its status, and the prompt it left behind is not output.
+			out.trimSuffix(junk)
+			a.tidyStopped(s.mark)
+			c.notes = append(c.notes, fmt.Sprintf(s.note, q.status))
+		}
 		a.next(ctx)
 		return
 	}
@@ -155,9 +165,16 @@ func (a *Actor) cancelDone(ctx actor.Context) {
 		a.conflict(ctx)
 		return
 	}
-	if len(ex.ps1) != 1 || !ex.ps1[0].ps1Ours || a.opts.Config.VerifyStatus {
+	if len(ex.ps1) != 1 || !ex.ps1[0].ps1Ours || a.opts.Config.VerifyStatus || !c.withdrawn {
 		if ignored, _ := sigstate.Ignores(a.proc.PID(), syscall.SIGINT); ignored && len(ex.ps1) == 0 {
 			a.broken(ctx, "the command was incomplete and bash, which ignores SIGINT (trap '' INT), still waits for the rest of it")
+			return
+		}
+		if !c.withdrawn {
+			// Answered as a script's syntax error, status 2: $? says so
+			// too in the next call (the SIGINT left 130). The query hands
+			// 2 back as $?.
+			a.querySetting(true, "2")
 			return
 		}
 		// Back at the prompt without a marker of ours (PS1 changed by

@@ -6,6 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/dsh-actors/dsh-actors/internal/admission"
+	"github.com/dsh-actors/dsh-actors/internal/procfs"
 )
 
 // kept is the state that outlives one actor instance: calls waiting their
@@ -15,8 +16,9 @@ type kept struct {
 	queue []*call
 	note  string
 	idle  collector
-	// idleEnded: idle holds output of a shell that is gone; its last line,
-	// even if cut, is not continued by the next shell's output.
+	// idleEnded: idle holds output whose writer is gone (a shell thrown
+	// away, a command left waiting that was stopped): its last line, even
+	// if cut, is not continued by the output that follows.
 	idleEnded bool
 	// withdrawn are the results of calls whose callers gave up, for the
 	// next call (see withdraw.go); withdrawnDropped counts those dropped
@@ -106,6 +108,17 @@ type exchange struct {
 	// answered: bash was proven back at its prompt and the exchange's
 	// answer is decided (see atPrompt).
 	answered bool
+	// stopped: a query asked after a command left waiting was stopped or
+	// ended by itself (see interruptDone).
+	stopped *stoppedQuery
+}
+
+// stoppedQuery is what a query after a stopped command says: note, with
+// the status for its %d, and mark, the length of the output before the
+// command's SIGINT (-1: none was sent).
+type stoppedQuery struct {
+	note string
+	mark int
 }
 
 // markers is how many markers the exchange has seen.
@@ -168,6 +181,15 @@ type interrupt struct {
 	who    string
 	step   int // 0: SIGINT, 1: end-of-file, 2: SIGTERM, 3: SIGKILL
 	stepAt time.Time
+	// wait is how the program was last proven waiting.
+	wait procfs.Wait
+	// eofAgain: end-of-file was typed with canonical input turned on for
+	// it, and may be typed once more (see escalate).
+	eofAgain bool
+	// mark is the length of the output before SIGINT (-1: not sent yet):
+	// the newline bash prints for an interrupted command is the
+	// runtime's doing.
+	mark int
 }
 
 // waitingCommand is a command left waiting for input. ended is the marker

@@ -148,6 +148,7 @@ func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 	case stepText:
 		a.waitingForInput(ctx, w)
 	case stepInterrupt:
+		ex.intr.wait = w
 		if time.Since(ex.intr.stepAt) >= escalateAfter {
 			a.escalate(ctx, true)
 		} else {

@@ -169,6 +169,40 @@ func (p *Process) ModesChanged() (bool, error) {
 	return changed, err
 }
 
+// TypeEndOfFile types end-of-file (^D) so that a program reading the
+// terminal gets it as such. In the modes the terminal was started with
+// (Literal: no canonical input) ^D is a plain byte, so canonical input is
+// turned on first, with ^D as its VEOF, and restart is called before the
+// byte is typed. A read(2) begun before canonical input was on still waits
+// for a byte and takes no end-of-file: restart must make the reader begin
+// its read again (a signal it handles). Those modes stay until
+// [Process.RestoreModes] or the next FlushThenWrite that restores them;
+// whoever types this must drop the input left unread before the terminal
+// is used again (an end-of-file left in the canonical buffer would end the
+// next reader's input). In modes a program set for itself (a line
+// editor's), the byte is typed as it is: such a program takes ^D for
+// end-of-file itself. canonical says which was done.
+func (p *Process) TypeEndOfFile(restart func()) (canonical bool, err error) {
+	err = p.control(func(fd int) error {
+		t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+		if err != nil || *t != p.modes || t.Lflag&unix.ICANON != 0 {
+			return err
+		}
+		t.Lflag |= unix.ICANON
+		t.Cc[unix.VEOF] = 4
+		canonical = true
+		return unix.IoctlSetTermios(fd, unix.TCSETS, t)
+	})
+	if err != nil {
+		return false, err
+	}
+	if canonical && restart != nil {
+		restart()
+	}
+	p.Write([]byte{4})
+	return canonical, nil
+}
+
 // Resize sets the window size; the foreground group gets SIGWINCH.
 func (p *Process) Resize(cols, rows uint16) error {
 	return p.control(func(fd int) error {
