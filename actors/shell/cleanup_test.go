@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -236,4 +237,78 @@ func TestAStoppedCommandLeavesNothingBehind(t *testing.T) {
 		t.Fatalf("incomplete text: %+v", r)
 	}
 	wantText(t, bash(t, h, "a", "echo $?"), "2\n")
+}
+
+// A wait for input with a timeout of its own that ends within the call's
+// time is waited out, as a script would wait: a timed prompt reaches its
+// default (issue 16 §8). One that does not fit is still answered as
+// waiting for input.
+func TestATimedPromptIsWaitedOut(t *testing.T) {
+	h := newHost(t, nil)
+	for _, c := range []struct{ command, want string }{
+		{`read -t 1.5 -p 'Continue? [Y/n] ' ans; echo "proceeding [${ans:-Y}]"`, "Continue? [Y/n] proceeding [Y]\n"},
+		{`python3 -c "import select; print(select.select([0],[],[],1.2)[0])"; echo done`, "[]\ndone\n"},
+		{`python3 -c "import select; p=select.poll(); p.register(0, select.POLLIN); print(p.poll(1200))"`, "[]\n"},
+		// One after the other: the looks start again after the first.
+		{`read -t 1.1 a; read -t 1.1 b; echo both`, "both\n"},
+	} {
+		res := bash(t, h, "a", c.command)
+		if res.WaitingForInput || res.ExitCode == nil || *res.ExitCode != 0 || res.Text != c.want {
+			t.Errorf("%q: %+v, want %q", c.command, res, c.want)
+		}
+	}
+	res := bashArgs(t, h, "a", shell.Args{TimeoutMs: 2000, Command: "read -t 30 x"})
+	if !res.WaitingForInput {
+		t.Errorf("a wait longer than the call's time: %+v", res)
+	}
+	if next := bash(t, h, "a", "echo next"); !strings.HasSuffix(next.Text, "sent it SIGINT]\n[it stopped with status 130]\nnext\n") {
+		t.Errorf("the call after: %q", next.Text)
+	}
+}
+
+// The status query (a function of the runtime's) that bash does not come
+// back from, or that ends the shell, fails safe with a reason: under set
+// -T the user's RETURN trap runs as it returns (issue 16 §7). Before, the
+// call hung until its timeout, or said the command had exited the shell.
+func TestAStatusQueryThatDoesNotComeBackFailsSafe(t *testing.T) {
+	h := newHost(t, nil)
+	for _, c := range []struct{ setup, why string }{
+		{`set -T; trap 'return 1' RETURN`, "did not come back from the runtime's status query within"},
+		{`set -eT; trap false RETURN`, "while the runtime's status query ran"},
+	} {
+		bash(t, h, "a", c.setup)
+		res := bashArgs(t, h, "a", shell.Args{TimeoutMs: 20000, Command: `PS1="(venv) $PS1"`})
+		if res.TimedOut || !res.ShellReset || !res.StatusUnknown || res.ExitCode != nil || !strings.Contains(res.Text, c.why) {
+			t.Errorf("%s: %+v", c.setup, res)
+		}
+		wantText(t, bash(t, h, "a", "echo next"), "next\n")
+	}
+}
+
+// A line that another reader of the terminal took (a background job of a
+// shell without job control) is said not to have run, also when the
+// status query typed after it was taken too and the shell is reset
+// (issue 16 §5).
+func TestALineAnotherReaderTookIsSaidNotRun(t *testing.T) {
+	h := newHost(t, nil)
+	for i := range 6 {
+		// An agent a round: any line typed while cat reads may go to it,
+		// a line to stop it too.
+		agent := fmt.Sprint("a", i)
+		// Once cat reads (read(2) is system call 0 on amd64, where this runs).
+		bash(t, h, agent, `set +m; cat /dev/tty > /dev/null & until [[ $(cut -d' ' -f1 /proc/$!/syscall) == 0 ]]; do :; done`)
+		res := bash(t, h, agent, "sleep 0.1\necho two\necho three")
+		if !res.StatusUnknown || !regexp.MustCompile(`took (it|the typed text)`).MatchString(res.Text) || strings.Contains(res.Text, "two\n") {
+			t.Fatalf("round %d: %+v", i, res)
+		}
+	}
+}
+
+// Overstrike, as man and nroff print bold and underline for a terminal
+// with no attributes (TERM=dumb), shows as the characters it makes
+// (issue 16 §11); a backspace that strikes nothing stays.
+func TestOverstrikeIsUndone(t *testing.T) {
+	h := newHost(t, nil)
+	wantText(t, bash(t, h, "a", `printf 'N\bNA\bAM\bME\bE\n  _\bl_\bs [_\bO_\bP_\bT_\bI_\bO_\bN] é\bé\nab\bc\n'`),
+		"NAME\n  ls [OPTION] é\nab\bc\n")
 }

@@ -207,6 +207,11 @@ func (a *Actor) shellExited(ctx actor.Context, st ptyproc.ExitStatus, unread boo
 	}
 	c := a.cur
 	a.flushCarry()
+	inQuery := c != nil && a.ex.step == stepQuery
+	if inQuery {
+		// It ended in the runtime's status query, not in a command.
+		how = how[:len(how)-1] + " while the runtime's status query ran (the query is a function: under set -T a RETURN trap runs as it returns, and under set -e one that fails ends the shell)]"
+	}
 	switch {
 	case c != nil && c.begun && a.ex.step == stepText && unread && !c.ran && c.next == 1:
 		// The shell ended before it read this command (it was exiting
@@ -228,7 +233,11 @@ func (a *Actor) shellExited(ctx actor.Context, st ptyproc.ExitStatus, unread boo
 			code = 128 + int(st.Signal)
 		}
 		r := Result{ShellExited: st.String(), ShellReset: true, FreshShell: c.fresh}
-		if code >= 0 {
+		switch {
+		case inQuery:
+			// The command's own status was never told.
+			r.StatusUnknown = true
+		case code >= 0:
 			r.ExitCode = &code
 		}
 		a.finish(ctx, c, a.render(c, &r, append(a.unrun(c), how, resetNotice)))

@@ -2,7 +2,9 @@ package shell
 
 import (
 	"fmt"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -27,6 +29,22 @@ func (a *Actor) querySetting(afterLine bool, status string) {
 	}
 	ex := a.write(stepQuery, line)
 	ex.token, ex.afterLine, ex.queryMark = token, afterLine, mark
+	a.armStep(queryDeadline)
+}
+
+// queryDeadline bounds the wait for the status query's report.
+const queryDeadline = 3 * time.Second
+
+// queryLate: bash did not come back from the status query by its
+// deadline. The query is a function: under set -T (functrace) the user's
+// RETURN trap runs as it returns, and one that returns itself (trap
+// 'return 1' RETURN) makes bash loop for good, as it does for any function
+// called. Nothing more can be typed to a bash that does not come back: the
+// shell is reset, and the call says why.
+func (a *Actor) queryLate(ctx actor.Context) {
+	a.queryFailed(ctx, fmt.Sprintf("bash did not come back from the runtime's status query within %v: the query is a function, "+
+		"and under set -T a RETURN trap runs as it returns; one that returns itself (trap 'return 1' RETURN) makes bash loop for good, "+
+		"as it would for any function called (or a DEBUG trap or PROMPT_COMMAND took that long)", queryDeadline))
 }
 
 // outputSoFar is where output goes now: the call's, or what came before it.
@@ -65,21 +83,20 @@ func (a *Actor) queryDone(ctx actor.Context) {
 		why := "bash no longer reports the end of a command: a command changed its prompt (PS1, PS2, promptvars or standard error), " +
 			"and the runtime's status query failed too (it needs the builtins `builtin`, `local`, `printf`, `shopt`, `history`, " +
 			"`declare` and `return` enabled, no function named `builtin`, a free file descriptor, and typed text reaching bash as it is: no bind of its keys)"
+		var taken []string
 		switch thief := a.textStolen(); {
 		case thief != "":
 			why = "the runtime could not ask bash for the command's status: " + thief + " took the typed question"
+			if ex.afterLine {
+				if t := a.lineTaken(strings.TrimSuffix(thief, ",")); t != "" {
+					taken = append(taken, t)
+				}
+			}
 		case c.incomplete:
 			why = "the command was incomplete, and SIGINT did not make bash drop it (a trap on INT keeps bash reading the rest), " +
 				"so the runtime's status query went into the unfinished command"
 		}
-		if ex.afterLine {
-			r := Result{FreshShell: c.fresh, ShellReset: true, StatusUnknown: true}
-			a.finish(ctx, c, a.render(c, &r, append(a.unrun(c), "["+why+"; the shell was reset]", resetNotice)))
-			a.reset(ResetBroken, why, nil)
-			return
-		}
-		c.notes = append(c.notes, "["+why+"; the shell was reset and this call runs in a fresh shell]")
-		a.reset(ResetBroken, why, c)
+		a.queryFailed(ctx, why, taken...)
 		return
 	}
 	q := ex.query[0]
@@ -133,6 +150,26 @@ func (a *Actor) queryDone(ctx actor.Context) {
 		c.eval = true
 	}
 	a.lineAnswered(ctx, ran, q.status)
+}
+
+// queryFailed resets a shell whose status query failed, for the reason
+// why: the call is answered with an unknown status, or, asked before its
+// text, runs in a fresh shell.
+func (a *Actor) queryFailed(ctx actor.Context, why string, taken ...string) {
+	c := a.cur
+	a.flushCarry()
+	if a.ex.afterLine {
+		// A line another reader took whole, with none before it run: the
+		// text did not run.
+		r := Result{FreshShell: c.fresh, ShellReset: true, StatusUnknown: true,
+			NotRun: !c.ran && len(taken) > 0 && strings.Contains(taken[0], "did not run")}
+		trailer := append(append(taken, a.unrun(c)...), "["+why+"; the shell was reset]", resetNotice)
+		a.finish(ctx, c, a.render(c, &r, trailer))
+		a.reset(ResetBroken, why, nil)
+		return
+	}
+	c.notes = append(c.notes, "["+why+"; the shell was reset and this call runs in a fresh shell]")
+	a.reset(ResetBroken, why, c)
 }
 
 // cancelIncomplete: bash waits for the rest of the text (an unterminated

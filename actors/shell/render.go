@@ -59,7 +59,7 @@ func (a *Actor) render(c *call, r *Result, trailer []string) Result {
 	}
 	if !c.before.empty() {
 		b.WriteString("[output since the previous call]\n")
-		before := tidyJobNotices(c.before.text())
+		before := tidy(c.before.text())
 		writeBlock(&b, before)
 		if c.before.dropped > 0 {
 			fmt.Fprintf(&b, "[%d more %s not kept%s]\n", c.before.dropped, bytesWere(c.before.dropped, true), cutNote(before))
@@ -72,7 +72,7 @@ func (a *Actor) render(c *call, r *Result, trailer []string) Result {
 		}
 		b.WriteString("[end of output since the previous call]\n")
 	}
-	out := tidyJobNotices(c.out.text())
+	out := tidy(c.out.text())
 	b.WriteString(out)
 	if tail := c.out.tailText(); c.out.tailKeep > 0 && c.out.dropped > 0 {
 		// The head, the notice of what was left out, then the end.
@@ -82,10 +82,10 @@ func (a *Actor) render(c *call, r *Result, trailer []string) Result {
 		}
 		fmt.Fprintf(&b, "[output clipped: %d %s left out here, between the first %d and the last %d characters%s]\n",
 			c.out.dropped, bytesWere(c.out.dropped, false), utf8.RuneCountInString(out), utf8.RuneCountInString(tail), cutNote(out))
-		b.WriteString(tidyJobNotices(tail))
+		b.WriteString(tidy(tail))
 	} else if tail != "" {
 		// Nothing was left out between them: one stream.
-		b.WriteString(tidyJobNotices(tail))
+		b.WriteString(tidy(tail))
 	} else if c.out.dropped > 0 {
 		r.ClippedBytes = c.out.dropped
 		trailer = append([]string{fmt.Sprintf(
@@ -120,6 +120,32 @@ func markerNote(n int64) string {
 // after the command.
 func cycleNote(n int64) string {
 	return fmt.Sprintf("[%d %s left out: bash printed them after the runtime's status query, with its prompt (PROMPT_COMMAND's output, PS1)]", n, bytesWere(n, false))
+}
+
+// tidy is output as a reader wants it: job notices without the terminal's
+// "\r", overstrike undone.
+func tidy(s string) string { return unstrike(tidyJobNotices(s)) }
+
+// overstrike is a character printed over itself (bold: "N\bN") or over an
+// underscore (underline: "_\bN", or "N\b_"), as man and nroff print for a
+// terminal that is not known to do attributes (TERM=dumb).
+var overstrike = regexp.MustCompile(`_\x08([^\x08\n])|([^\x08\n])\x08_|([^\x08\n])\x08([^\x08\n])`)
+
+// unstrike keeps the character that each overstrike shows.
+func unstrike(s string) string {
+	if !strings.Contains(s, "\b") {
+		return s
+	}
+	return overstrike.ReplaceAllStringFunc(s, func(m string) string {
+		a, b, _ := strings.Cut(m, "\b")
+		switch {
+		case a == "_":
+			return b
+		case b == "_", a == b:
+			return a
+		}
+		return m // a character struck by another: left as it is
+	})
 }
 
 // jobNotice is a line of bash's own about a job ("[1]+  Done  sleep 1")

@@ -146,6 +146,9 @@ func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 	}
 	switch ex.step {
 	case stepText:
+		if a.waitOut(w) {
+			return
+		}
 		a.waitingForInput(ctx, w)
 	case stepInterrupt:
 		ex.intr.wait = w
@@ -157,6 +160,25 @@ func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 	default:
 		a.wait.Again()
 	}
+}
+
+// timedWaitSlack is the time a call must have left after a wait's own
+// timeout for the wait to be waited out: what runs after it.
+const timedWaitSlack = 250 * time.Millisecond
+
+// waitOut waits out a wait for input that has a timeout of its own (read
+// -t 2, a select with a timeout) and ends, by that timeout, within the
+// call's time, as a script would; it is not answered as waiting for input.
+// The looks start again once the timeout has passed (another wait may
+// follow); bash's prompt ends the exchange as ever. It reports whether the
+// wait is waited out.
+func (a *Actor) waitOut(w procfs.Wait) bool {
+	if w.Timeout <= 0 || time.Until(a.cur.deadline)-w.Timeout < timedWaitSlack {
+		return false
+	}
+	a.wait.Stop()
+	a.armStep(w.Timeout + waitproof.First)
+	return true
 }
 
 // A marker's probe that found bash still on its way to the prompt is taken

@@ -44,7 +44,7 @@ func (a *Actor) typeNext(ctx actor.Context) {
 	c.read = lineRead{}
 	if a.io != nil {
 		before, err := a.io.ReadChars()
-		c.read = lineRead{before: before, typed: len(typed), known: err == nil}
+		c.read = lineRead{before: before, typed: len(typed), line: len(typed), known: err == nil}
 	}
 	a.write(stepText, typed)
 }
@@ -55,6 +55,31 @@ type lineRead struct {
 	before uint64
 	typed  int
 	known  bool
+	// line is how much of typed is the line (the rest is a query).
+	line int
+}
+
+// lineTaken says what another reader of the terminal (thief), which took
+// a status query typed after the line, took of the line itself, by what
+// bash read since it was typed; empty when bash read the whole line or
+// that is not known.
+func (a *Actor) lineTaken(thief string) string {
+	c, r := a.cur, a.cur.read
+	if !r.known || a.io == nil || r.line == 0 || c.eval {
+		return ""
+	}
+	after, err := a.io.ReadChars()
+	if err != nil || after-r.before >= uint64(r.line) {
+		return ""
+	}
+	which := fmt.Sprintf("line %d of the command", c.next)
+	if len(c.lines) == 1 {
+		which = "this command"
+	}
+	if after == r.before {
+		return fmt.Sprintf("[%s did not run: %s took it before bash read it]", which, thief)
+	}
+	return fmt.Sprintf("[bash got only part of %s: %s took the rest, so what ran was a piece of it]", which, thief)
 }
 
 // readShort reports whether bash read fewer bytes during the exchange than

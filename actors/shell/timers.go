@@ -64,6 +64,11 @@ func (a *Actor) ticked(ctx actor.Context, t *tick) {
 			return
 		}
 		switch a.ex.step {
+		case stepText:
+			// A wait with a timeout of its own was waited out: look again.
+			a.wait.Start(a.proc)
+		case stepQuery:
+			a.queryLate(ctx)
 		case stepInterrupt:
 			a.escalate(ctx, false)
 		case stepStart:

@@ -49,6 +49,10 @@ type Wait struct {
 	Comm string
 	// Syscall is the name of the system call it is blocked in.
 	Syscall string
+	// Timeout is the wait's own timeout, when it has one (select or poll
+	// with a timeout, bash's read -t): it ends by itself within that long
+	// of the look. Zero means none, or not known.
+	Timeout time.Duration
 	// CPU is the processor time, in clock ticks, used by the members looked
 	// at: the leader, and every member when the leader waits for a child.
 	// A total that stays the same from one look to the next means none of
@@ -174,15 +178,16 @@ func taskWait(p Proc, tty terminal) (w Wait, waitsForChild bool) {
 			continue
 		}
 		var state WaitState
+		var timeout time.Duration
 		switch kind {
 		case kindRead:
 			if tty.is(p, base, int(call.Args[0])) {
 				state = WaitingInput
 			}
 		case kindSelect:
-			state = shortTimeout(p, call, selectWatchesTTY(p, base, call, tty))
+			state, timeout = shortTimeout(p, call, selectWatchesTTY(p, base, call, tty))
 		case kindPoll:
-			state = shortTimeout(p, call, pollWatchesTTY(p, base, call, tty))
+			state, timeout = shortTimeout(p, call, pollWatchesTTY(p, base, call, tty))
 		case kindEpoll:
 			if epollWatchesTTY(p, base, int(call.Args[0]), tty) {
 				state = WaitUnknown
@@ -192,7 +197,7 @@ func taskWait(p Proc, tty terminal) (w Wait, waitsForChild bool) {
 		}
 		switch state {
 		case WaitingInput:
-			return Wait{State: WaitingInput, PID: p.PID, Comm: currentComm(p), Syscall: syscallNames[kind]}, false
+			return Wait{State: WaitingInput, PID: p.PID, Comm: currentComm(p), Syscall: syscallNames[kind], Timeout: timeout}, false
 		case WaitUnknown:
 			best = Wait{State: WaitUnknown, PID: p.PID, Comm: currentComm(p), Syscall: syscallNames[kind]}
 		}
@@ -262,14 +267,15 @@ func encodeDev(rdev uint64) int {
 const pollingTimeout = time.Second
 
 // shortTimeout turns WaitingInput into WaitUnknown when the call's timeout
-// is shorter than pollingTimeout.
-func shortTimeout(p Proc, call Syscall, state WaitState) WaitState {
+// is shorter than pollingTimeout, and returns the timeout of a longer one
+// (zero: none, or not known).
+func shortTimeout(p Proc, call Syscall, state WaitState) (WaitState, time.Duration) {
 	if state != WaitingInput {
-		return state
+		return state, 0
 	}
 	t, ok := timeoutArgs[call.Nr]
 	if !ok {
-		return state
+		return state, 0
 	}
 	arg := call.Args[t.arg]
 	var d time.Duration
@@ -277,16 +283,16 @@ func shortTimeout(p Proc, call Syscall, state WaitState) WaitState {
 	case millis:
 		ms := int32(arg)
 		if ms < 0 {
-			return state // infinite
+			return state, 0 // infinite
 		}
 		d = time.Duration(ms) * time.Millisecond
 	case timeval, timespec:
 		if arg == 0 {
-			return state // NULL: infinite
+			return state, 0 // NULL: infinite
 		}
 		raw, err := readMem(p.PID, arg, 16)
 		if err != nil {
-			return WaitUnknown
+			return WaitUnknown, 0
 		}
 		sec := int64(binary.LittleEndian.Uint64(raw[0:8]))
 		frac := int64(binary.LittleEndian.Uint64(raw[8:16]))
@@ -296,9 +302,9 @@ func shortTimeout(p Proc, call Syscall, state WaitState) WaitState {
 		d = time.Duration(sec)*time.Second + time.Duration(frac)
 	}
 	if d < pollingTimeout {
-		return WaitUnknown
+		return WaitUnknown, 0
 	}
-	return state
+	return state, d
 }
 
 type timeoutStyle int
