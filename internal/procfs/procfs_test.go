@@ -45,8 +45,11 @@ func startSession(t *testing.T, argv ...string) *exec.Cmd {
 // program resolves python3 to the interpreter itself (see testkit.Python3).
 func program(t *testing.T, name string) string {
 	t.Helper()
-	if name == "python3" {
+	switch name {
+	case "python3":
 		return testkit.Python3(t)
+	case "node":
+		return testkit.Node(t)
 	}
 	return name
 }

@@ -22,10 +22,13 @@ var syscallKinds = map[int]syscallKind{
 	128: kindWaitChild, // rt_sigtimedwait
 }
 
-// Where select and poll keep their timeouts on linux/amd64.
+// Where select, poll and epoll keep their timeouts on linux/amd64.
 var timeoutArgs = map[int]timeoutArg{
 	23:  {4, timeval},  // select
 	270: {4, timespec}, // pselect6
 	7:   {2, millis},   // poll
 	271: {2, timespec}, // ppoll
+	232: {3, millis},   // epoll_wait
+	281: {3, millis},   // epoll_pwait
+	441: {3, timespec}, // epoll_pwait2
 }

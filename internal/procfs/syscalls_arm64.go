@@ -18,8 +18,10 @@ var syscallKinds = map[int]syscallKind{
 	137: kindWaitChild, // rt_sigtimedwait
 }
 
-// Where pselect6 and ppoll keep their timeouts on linux/arm64.
+// Where pselect6, ppoll and epoll keep their timeouts on linux/arm64.
 var timeoutArgs = map[int]timeoutArg{
-	72: {4, timespec}, // pselect6
-	73: {2, timespec}, // ppoll
+	72:  {4, timespec}, // pselect6
+	73:  {2, timespec}, // ppoll
+	22:  {3, millis},   // epoll_pwait
+	441: {3, timespec}, // epoll_pwait2
 }

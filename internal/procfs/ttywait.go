@@ -1,7 +1,6 @@
 package procfs
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"fmt"
@@ -24,9 +23,15 @@ const (
 	NotWaiting WaitState = iota
 	// WaitingInput: a member is proven blocked reading the terminal.
 	WaitingInput
-	// WaitUnknown: a member waits in a way /proc cannot see into (epoll with
-	// the terminal registered); only silence can tell.
+	// WaitUnknown: a member waits on the terminal and on something another
+	// program can make ready (a relay's other side, a socket; see Also), or
+	// in a way /proc cannot read; only silence can tell.
 	WaitUnknown
+	// IdleLoop: a member waits on the terminal and on nothing from outside,
+	// but wakes itself soon (a short timeout, see Every) or has another
+	// thread running: it waits for input if it does no work across a
+	// wake-up, which its processor time (Work) tells.
+	IdleLoop
 )
 
 func (s WaitState) String() string {
@@ -37,6 +42,8 @@ func (s WaitState) String() string {
 		return "waiting_input"
 	case WaitUnknown:
 		return "wait_unknown"
+	case IdleLoop:
+		return "idle_loop"
 	}
 	return "WaitState(" + strconv.Itoa(int(s)) + ")"
 }
@@ -49,15 +56,31 @@ type Wait struct {
 	Comm string
 	// Syscall is the name of the system call it is blocked in.
 	Syscall string
-	// Timeout is the wait's own timeout, when it has one (select or poll
-	// with a timeout, bash's read -t): it ends by itself within that long
-	// of the look. Zero means none, or not known.
+	// Timeout is, for WaitingInput in select or poll, the wait's own
+	// timeout when it has one (bash's read -t): it ends by itself within
+	// that long of the look. Zero means none, or not known. (An event
+	// loop's epoll timeout is its next timer, not an end of the wait.)
 	Timeout time.Duration
 	// CPU is the processor time, in clock ticks, used by the members looked
 	// at: the leader, and every member when the leader waits for a child.
 	// A total that stays the same from one look to the next means none of
 	// them ran meanwhile.
 	CPU uint64
+	// Also describes, for WaitUnknown, what else the member waits on that
+	// another program can make ready.
+	Also string
+	// Every is, for IdleLoop, how soon the member's wait times out (zero
+	// when it is another thread that runs).
+	Every time.Duration
+	// Work is, for IdleLoop and WaitUnknown, the time the waiting member's
+	// threads have spent on a CPU, in nanoseconds.
+	Work uint64
+}
+
+// Same reports whether w and o are the same wait of the same member,
+// whatever ran between the looks that saw them.
+func (w Wait) Same(o Wait) bool {
+	return w.State == o.State && w.PID == o.PID && w.Comm == o.Comm && w.Syscall == o.Syscall && w.Also == o.Also
 }
 
 // TTYWait reports whether process group pgrp, the foreground group of the
@@ -94,11 +117,11 @@ func TTYWait(pgrp int, ttyPath string) (Wait, error) {
 		if w.State != NotWaiting && asyncJob(m.PID) {
 			continue
 		}
-		switch w.State {
-		case WaitingInput:
+		if w.State == WaitingInput {
 			w.CPU = cpu
 			return w, nil
-		case WaitUnknown:
+		}
+		if rank(w.State) > rank(best.State) {
 			best = w
 		}
 	}
@@ -164,45 +187,121 @@ func taskWait(p Proc, tty terminal) (w Wait, waitsForChild bool) {
 		return Wait{State: NotWaiting}, false
 	}
 	best := Wait{State: NotWaiting}
+	running := false
 	for _, tid := range tids {
 		raw, err := os.ReadFile(base + "/task/" + tid + "/syscall")
 		if err != nil {
 			continue
 		}
 		call, err := ParseSyscall(raw)
-		if err != nil || !call.Blocked() {
-			continue // running, or not in a system call
+		if err != nil {
+			continue
+		}
+		if call.Running {
+			running = true
+			continue
+		}
+		if !call.Blocked() {
+			continue
 		}
 		kind, known := syscallKinds[call.Nr]
 		if !known {
 			continue
 		}
-		var state WaitState
-		var timeout time.Duration
+		found := Wait{State: NotWaiting, PID: p.PID, Syscall: syscallNames[kind]}
 		switch kind {
 		case kindRead:
 			if tty.is(p, base, int(call.Args[0])) {
-				state = WaitingInput
+				found.State = WaitingInput
 			}
-		case kindSelect:
-			state, timeout = shortTimeout(p, call, selectWatchesTTY(p, base, call, tty))
-		case kindPoll:
-			state, timeout = shortTimeout(p, call, pollWatchesTTY(p, base, call, tty))
-		case kindEpoll:
-			if epollWatchesTTY(p, base, int(call.Args[0]), tty) {
-				state = WaitUnknown
-			}
+		case kindSelect, kindPoll, kindEpoll:
+			found = eventWait(p, base, kind, call, tty, found)
 		case kindWaitChild:
 			waitsForChild = true
 		}
-		switch state {
-		case WaitingInput:
-			return Wait{State: WaitingInput, PID: p.PID, Comm: currentComm(p), Syscall: syscallNames[kind], Timeout: timeout}, false
-		case WaitUnknown:
-			best = Wait{State: WaitUnknown, PID: p.PID, Comm: currentComm(p), Syscall: syscallNames[kind]}
+		if found.State == WaitingInput && kind == kindRead {
+			found.Comm = currentComm(p)
+			return found, false
+		}
+		if rank(found.State) > rank(best.State) {
+			best = found
 		}
 	}
-	return best, waitsForChild
+	if best.State == NotWaiting {
+		return best, waitsForChild
+	}
+	if running && best.State == WaitingInput {
+		// An event loop on the terminal while another of its threads
+		// works: busy until its processor time says otherwise.
+		best.State, best.Every = IdleLoop, 0
+	}
+	if best.State != WaitingInput {
+		best.Work = threadsWork(base, tids)
+	}
+	best.Comm = currentComm(p)
+	return best, false
+}
+
+// eventWait judges a select, poll or epoll wait (see sources.go): the
+// terminal among its sources and nothing from outside with a long or no
+// timeout is a wait for input; with a short one, an idle loop that the
+// owner confirms by its processor time; with a source from outside (a
+// relay, a network client), unknown.
+func eventWait(p Proc, base string, kind syscallKind, call Syscall, tty terminal, w Wait) Wait {
+	fds, ok := watchedSources(p, base, kind, call)
+	if !ok {
+		w.State = WaitUnknown // its memory could not be read
+		return w
+	}
+	hasTTY, foreign := sourceKinds(p, base, fds, tty)
+	switch {
+	case !hasTTY:
+		w.State = NotWaiting
+	case len(foreign) > 0:
+		w.State, w.Also = WaitUnknown, strings.Join(foreign, ", ")
+	default:
+		w.State = WaitingInput
+		if d, ok := callTimeout(p, call); ok && d < pollingTimeout {
+			// A program that looks for a key between bits of work, or an
+			// event loop with a timer due soon.
+			w.State, w.Every = IdleLoop, d
+		} else if ok && kind != kindEpoll {
+			w.Timeout = d
+		}
+	}
+	return w
+}
+
+// rank orders the states a thread can show: a proof beats an idle loop,
+// which beats an unknown wait.
+func rank(s WaitState) int {
+	switch s {
+	case WaitingInput:
+		return 3
+	case IdleLoop:
+		return 2
+	case WaitUnknown:
+		return 1
+	}
+	return 0
+}
+
+// threadsWork sums the time on a CPU, in nanoseconds, of the threads tids
+// of the process at base (/proc/PID/task/TID/schedstat: exact, unlike the
+// tick counts of stat).
+func threadsWork(base string, tids []string) uint64 {
+	var ns uint64
+	for _, tid := range tids {
+		b, err := os.ReadFile(base + "/task/" + tid + "/schedstat")
+		if err != nil {
+			continue
+		}
+		if f := bytes.Fields(b); len(f) > 0 {
+			n, _ := strconv.ParseUint(string(f[0]), 10, 64)
+			ns += n
+		}
+	}
+	return ns
 }
 
 // currentComm is p's name now. p was read before its system call, and a
@@ -260,51 +359,43 @@ func encodeDev(rdev uint64) int {
 	return int(minor&0xff | major<<8 | (minor&^0xff)<<12)
 }
 
-// pollingTimeout: a select or poll on the terminal that will time out
-// sooner than this is a program looping (checking for a key between bits of
-// work), not one waiting for input; it is reported as WaitUnknown. Longer
-// timeouts (vim wakes every few seconds) still count as waiting.
+// pollingTimeout: a wait on the terminal that times out sooner than this is
+// a program looking for a key between bits of work, or an event loop with a
+// timer due soon (IdleLoop); one with a longer timeout, or none, waits for
+// input (vim wakes every few seconds).
 const pollingTimeout = time.Second
 
-// shortTimeout turns WaitingInput into WaitUnknown when the call's timeout
-// is shorter than pollingTimeout, and returns the timeout of a longer one
-// (zero: none, or not known).
-func shortTimeout(p Proc, call Syscall, state WaitState) (WaitState, time.Duration) {
-	if state != WaitingInput {
-		return state, 0
-	}
-	t, ok := timeoutArgs[call.Nr]
-	if !ok {
-		return state, 0
+// callTimeout reads the timeout of a blocked select, poll or epoll call;
+// ok is false when it has none (it waits until a source is ready).
+func callTimeout(p Proc, call Syscall) (d time.Duration, ok bool) {
+	t, known := timeoutArgs[call.Nr]
+	if !known {
+		return 0, false
 	}
 	arg := call.Args[t.arg]
-	var d time.Duration
 	switch t.style {
 	case millis:
 		ms := int32(arg)
 		if ms < 0 {
-			return state, 0 // infinite
+			return 0, false
 		}
-		d = time.Duration(ms) * time.Millisecond
+		return time.Duration(ms) * time.Millisecond, true
 	case timeval, timespec:
 		if arg == 0 {
-			return state, 0 // NULL: infinite
+			return 0, false // NULL: no timeout
 		}
 		raw, err := readMem(p.PID, arg, 16)
 		if err != nil {
-			return WaitUnknown, 0
+			return 0, true // unreadable: assume the worst, a short one
 		}
 		sec := int64(binary.LittleEndian.Uint64(raw[0:8]))
 		frac := int64(binary.LittleEndian.Uint64(raw[8:16]))
 		if t.style == timeval {
 			frac *= 1000
 		}
-		d = time.Duration(sec)*time.Second + time.Duration(frac)
+		return time.Duration(sec)*time.Second + time.Duration(frac), true
 	}
-	if d < pollingTimeout {
-		return WaitUnknown, 0
-	}
-	return state, d
+	return 0, false
 }
 
 type timeoutStyle int
@@ -322,83 +413,6 @@ type timeoutArg struct {
 
 // maxWatchedFDs bounds how much of a select or poll set is read.
 const maxWatchedFDs = 4096
-
-// selectWatchesTTY reads the read set of select/pselect6(nfds, readfds, ...).
-func selectWatchesTTY(p Proc, base string, call Syscall, tty terminal) WaitState {
-	nfds := int(call.Args[0])
-	addr := call.Args[1]
-	if nfds <= 0 || addr == 0 {
-		return NotWaiting
-	}
-	if nfds > maxWatchedFDs {
-		nfds = maxWatchedFDs
-	}
-	set, err := readMem(p.PID, addr, (nfds+7)/8)
-	if err != nil {
-		return WaitUnknown
-	}
-	// fd_set is an array of longs; on little-endian machines bit n of the set
-	// is bit n%8 of byte n/8.
-	for fd := 0; fd < nfds; fd++ {
-		if set[fd/8]&(1<<(fd%8)) != 0 && tty.is(p, base, fd) {
-			return WaitingInput
-		}
-	}
-	return NotWaiting
-}
-
-// pollWatchesTTY reads the pollfd array of poll/ppoll(fds, nfds, ...).
-func pollWatchesTTY(p Proc, base string, call Syscall, tty terminal) WaitState {
-	addr := call.Args[0]
-	nfds := int(call.Args[1])
-	if nfds <= 0 || addr == 0 {
-		return NotWaiting
-	}
-	if nfds > maxWatchedFDs {
-		nfds = maxWatchedFDs
-	}
-	const pollfdSize = 8 // int fd; short events; short revents
-	raw, err := readMem(p.PID, addr, nfds*pollfdSize)
-	if err != nil {
-		return WaitUnknown
-	}
-	const wantsInput = 0x001 | 0x002 | 0x040 // POLLIN | POLLPRI | POLLRDNORM
-	for i := 0; i < nfds; i++ {
-		rec := raw[i*pollfdSize:]
-		fd := int32(binary.LittleEndian.Uint32(rec[0:4]))
-		events := binary.LittleEndian.Uint16(rec[4:6])
-		if fd >= 0 && events&wantsInput != 0 && tty.is(p, base, int(fd)) {
-			return WaitingInput
-		}
-	}
-	return NotWaiting
-}
-
-// epollWatchesTTY looks for the terminal among the targets of an epoll fd,
-// listed as "tfd: N ..." lines in /proc/PID/fdinfo/EPFD.
-func epollWatchesTTY(p Proc, base string, epfd int, tty terminal) bool {
-	f, err := os.Open(base + "/fdinfo/" + strconv.Itoa(epfd))
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Bytes()
-		if !bytes.HasPrefix(line, []byte("tfd:")) {
-			continue
-		}
-		fields := bytes.Fields(line)
-		if len(fields) < 2 {
-			continue
-		}
-		fd, err := strconv.Atoi(string(fields[1]))
-		if err == nil && tty.is(p, base, fd) {
-			return true
-		}
-	}
-	return false
-}
 
 func readMem(pid int, addr uint64, n int) ([]byte, error) {
 	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/mem")

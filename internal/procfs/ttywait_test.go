@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/creack/pty"
 
@@ -124,14 +125,23 @@ func TestTTYWaitProvesWaiting(t *testing.T) {
 		// A REPL with readline: select or poll on the terminal, read from
 		// the process's memory.
 		{"python3 REPL", []string{"python3", "-q", "-i"}, "python3", []string{"select", "poll"}, procfs.WaitingInput},
-		// epoll hides the terminal from the wait proof: unknown, not "not
-		// waiting".
-		{"epoll", []string{"python3", "-c", "import select; e = select.epoll(); e.register(0, select.EPOLLIN); e.poll()"}, "python3", []string{"epoll_wait"}, procfs.WaitUnknown},
+		// Event loops: the terminal among sources only the program itself
+		// can make ready.
+		{"epoll", []string{"python3", "-c", "import select; e = select.epoll(); e.register(0, select.EPOLLIN); e.poll()"}, "python3", []string{"epoll_wait"}, procfs.WaitingInput},
+		{"epoll, eventfd and self-pipe", []string{"python3", "-c", "import os, select; r, w = os.pipe(); ev = os.eventfd(0); e = select.epoll(); [e.register(f, select.EPOLLIN) for f in (r, ev, 0)]; e.poll()"}, "python3", []string{"epoll_wait"}, procfs.WaitingInput},
+		{"select, socketpair", []string{"python3", "-c", "import select, socket; a, b = socket.socketpair(); select.select([a, 0], [], [])"}, "python3", []string{"select"}, procfs.WaitingInput},
+		// asyncio's loop: epoll, with its self-pipe a socketpair.
+		{"asyncio reader", []string{"python3", "-c", "import asyncio, sys\nasync def main():\n    f = asyncio.get_running_loop().create_future()\n    asyncio.get_running_loop().add_reader(0, f.set_result, 1)\n    await f\nasyncio.run(main())"}, "python3", []string{"epoll_wait"}, procfs.WaitingInput},
+		{"node REPL", []string{"node"}, "node", []string{"epoll_wait"}, procfs.WaitingInput},
+		{"readline.question", []string{"node", "-e", "require('readline').createInterface({input: process.stdin, output: process.stdout}).question('Ok to proceed? (y) ', a => console.log(a))"}, "node", []string{"epoll_wait"}, procfs.WaitingInput},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tm := startTerm(t, tt.argv...)
 			w := waitFor(t, tm.pid(), tm.tty, tt.state)
+			if w.Also != "" {
+				t.Errorf("Also = %q, want nothing from outside", w.Also)
+			}
 			if w.PID != tm.pid() || w.Comm != tt.comm {
 				t.Errorf("decided by %d %q, want %d %q", w.PID, w.Comm, tm.pid(), tt.comm)
 			}
@@ -317,5 +327,44 @@ func TestTTYWaitLeavesOutAsyncJobsOfAShellWithoutJobControl(t *testing.T) {
 	w := waitFor(t, tm2.pid(), tm2.tty, procfs.WaitingInput)
 	if w.Comm == "cat" {
 		t.Fatalf("decided by the background job: %+v", w)
+	}
+}
+
+// Event loops that are no proof of a wait for input: a relay (its other
+// side can wake it while the program it relays for works), a connection, a
+// pipe from another program; and a loop that wakes itself soon or has a
+// thread at work, which only its processor time can clear.
+func TestTTYWaitEventLoopsThatAreNoProof(t *testing.T) {
+	tests := []struct {
+		name  string
+		argv  []string
+		state procfs.WaitState
+		also  string // part of Also, for WaitUnknown
+		every bool   // a wake-up interval is known, for IdleLoop
+	}{
+		{"script relay", []string{"script", "-q", "-c", "sleep 1000", "/dev/null"}, procfs.WaitUnknown, "master side of another terminal", false},
+		{"pty.spawn relay", []string{"python3", "-c", "import pty; pty.spawn(['sleep', '1000'])"}, procfs.WaitUnknown, "master side of another terminal", false},
+		{"tcp connection", []string{"python3", "-c", "import select, socket; s = socket.create_server(('127.0.0.1', 0)); c = socket.create_connection(s.getsockname()); select.select([0, c], [], [])"}, procfs.WaitUnknown, "a socket", false},
+		{"pipe from a child", []string{"python3", "-c", "import os, select, time\nr, w = os.pipe()\nif os.fork() == 0:\n    os.close(r); time.sleep(1000)\nos.close(w); select.select([0, r], [], [])"}, procfs.WaitUnknown, "a pipe from another program", false},
+		{"short timeout", []string{"python3", "-c", "import select\nwhile True: select.select([0], [], [], 0.2)"}, procfs.IdleLoop, "", true},
+		{"a thread at work", []string{"python3", "-c", "import select, threading\nthreading.Thread(target=lambda: [0 for _ in iter(int, 1)], daemon=True).start()\nselect.select([0], [], [])"}, procfs.IdleLoop, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tm := startTerm(t, tt.argv...)
+			w := waitFor(t, tm.pid(), tm.tty, tt.state)
+			if w.PID != tm.pid() {
+				t.Errorf("decided by %+v, want the leader %d", w, tm.pid())
+			}
+			if !strings.Contains(w.Also, tt.also) {
+				t.Errorf("Also = %q, want it to name %q", w.Also, tt.also)
+			}
+			if (w.Every > 0) != tt.every || w.Every >= time.Second {
+				t.Errorf("Every = %v, want a short interval: %v", w.Every, tt.every)
+			}
+			if tt.state == procfs.IdleLoop && w.Work == 0 {
+				t.Errorf("Work = 0: the threads' processor time was not read")
+			}
+		})
 	}
 }

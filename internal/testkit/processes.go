@@ -205,3 +205,15 @@ func FDCount(t testing.TB) int {
 	}
 	return len(d)
 }
+
+// Node returns the path of node, which the tests of event-loop programs (a
+// node REPL, readline.question) and the e2e suites need. A machine without
+// it fails the test unless $DSH_TEST_SKIP names "e2e" (see Missing).
+func Node(t testing.TB) string {
+	t.Helper()
+	path, err := exec.LookPath("node")
+	if err != nil {
+		Missing(t, "e2e", "node (Node.js 20 or later) is not on PATH; the tests of event-loop programs need it")
+	}
+	return path
+}

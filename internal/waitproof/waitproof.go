@@ -17,6 +17,16 @@ const (
 	Quiet = time.Millisecond
 	// MaxInterval caps the backoff between looks.
 	MaxInterval = 200 * time.Millisecond
+	// LoopQuiet is the least time an idle loop (procfs.IdleLoop) is
+	// watched; the watch also covers one of its wake-ups.
+	LoopQuiet = 25 * time.Millisecond
+	// loopMargin is added to a loop's wake-up interval, so that the watch
+	// sees it wake and go back.
+	loopMargin = 5 * time.Millisecond
+	// loopWorkShare: an idle loop may use up to 1/loopWorkShare of the
+	// watch on a CPU (ipython's loop wakes every 500 ms for 0.3 ms; a
+	// program that looks for a key between bits of work uses far more).
+	loopWorkShare = 50
 )
 
 // Tick is the tracker's timer firing, delivered through the owner's mailbox.
@@ -59,7 +69,12 @@ type Tracker struct {
 	outputs    uint64
 	confirm    procfs.Wait
 	confirmOut uint64
-	active     bool
+	// loop is the idle loop being watched (see idleLoop): the wait, when
+	// the watch began, its work and output count then.
+	loop              procfs.Wait
+	loopAt            time.Time
+	loopWork, loopOut uint64
+	active            bool
 	// cpu is the foreground group's processor time at the last look, and
 	// cpuAt when it was last seen to change (or the episode began).
 	cpu   uint64
@@ -81,6 +96,7 @@ func (t *Tracker) Start(proc *ptyproc.Process) {
 	t.cpuAt = time.Now() // what it did before this episode is not known
 	t.delay = First
 	t.confirm = procfs.Wait{}
+	t.loop = procfs.Wait{}
 	t.arm(First)
 }
 
@@ -170,14 +186,49 @@ func (t *Tracker) Probe(p *ptyproc.Probe) (v Verdict, wait procfs.Wait) {
 			}
 			t.confirm = procfs.Wait{}
 			return Waiting, p.Wait
+		case procfs.IdleLoop:
+			t.confirm = procfs.Wait{}
+			if !p.Drained {
+				t.loop = procfs.Wait{}
+				t.arm(Quiet)
+				return Inconclusive, procfs.Wait{}
+			}
+			return t.idleLoop(p.Wait)
 		case procfs.WaitUnknown:
+			t.loop = procfs.Wait{}
 			t.backoff()
 			return Unknown, p.Wait
 		}
 	}
+	t.loop = procfs.Wait{}
 	t.confirm = procfs.Wait{}
 	t.backoff()
 	return Inconclusive, procfs.Wait{}
+}
+
+// idleLoop judges a wait on the terminal that wakes itself soon or has a
+// thread running: it is a wait for input once a watch that spans a wake-up
+// finds the same wait at its end, with no output and almost no work between.
+func (t *Tracker) idleLoop(w procfs.Wait) (Verdict, procfs.Wait) {
+	watch := max(LoopQuiet, w.Every+loopMargin)
+	if !t.loop.Same(w) || t.loopOut != t.outputs || w.Work < t.loopWork {
+		t.loop, t.loopAt, t.loopWork, t.loopOut = w, time.Now(), w.Work, t.outputs
+		t.arm(watch)
+		return Inconclusive, procfs.Wait{}
+	}
+	since := time.Since(t.loopAt)
+	if since < watch {
+		t.arm(watch - since)
+		return Inconclusive, procfs.Wait{}
+	}
+	if w.Work-t.loopWork > uint64(since)/loopWorkShare {
+		// It works: watch again from here.
+		t.loopAt, t.loopWork = time.Now(), w.Work
+		t.arm(watch)
+		return Inconclusive, procfs.Wait{}
+	}
+	t.loop = procfs.Wait{}
+	return Waiting, w
 }
 
 // Again schedules another look soon, after a Waiting verdict the owner did

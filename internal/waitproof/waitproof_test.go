@@ -64,15 +64,57 @@ func TestSleepIsNeverWaiting(t *testing.T) {
 	})
 }
 
-// An epoll program can only be Unknown.
-func TestEpollIsUnknown(t *testing.T) {
+// An event loop whose only outside source is the terminal waits for input.
+func TestAnEventLoopOnTheTerminalIsProven(t *testing.T) {
 	run(t, `exec python3 -c 'import selectors,sys; s=selectors.EpollSelector(); s.register(sys.stdin, selectors.EVENT_READ); s.select()'`,
 		func(v Verdict, _ int) bool {
-			if v == Waiting {
-				t.Fatal("epoll judged proven")
+			if v == Unknown {
+				t.Fatal("epoll on the terminal alone judged unknown")
 			}
-			return v == Unknown
+			return v == Waiting
 		})
+}
+
+// A relay's wait (the terminal and another terminal's master side) is no
+// proof: the program it relays for may be working.
+func TestARelayIsUnknown(t *testing.T) {
+	run(t, `exec script -q -c 'sleep 100' /dev/null`, func(v Verdict, probes int) bool {
+		if v == Waiting {
+			t.Fatal("a relay judged waiting for input")
+		}
+		return v == Unknown
+	})
+}
+
+// A loop that wakes every 200 ms and does nothing is proven waiting, but
+// only by a watch that spans a wake-up.
+func TestAnIdleLoopIsProvenAcrossAWakeUp(t *testing.T) {
+	var first time.Time
+	run(t, `exec python3 -c 'import select
+while True: select.select([0], [], [], 0.2)'`, func(v Verdict, probes int) bool {
+		if first.IsZero() {
+			first = time.Now()
+		}
+		if v == Waiting && time.Since(first) < 200*time.Millisecond {
+			t.Fatalf("proven %v after the first look, before a wake-up could be seen", time.Since(first))
+		}
+		return v == Waiting
+	})
+}
+
+// A loop that looks for a key between bits of work is never judged waiting.
+func TestABusyLoopIsNeverWaiting(t *testing.T) {
+	start := time.Now()
+	run(t, `exec python3 -c 'import select, time
+while True:
+    select.select([0], [], [], 0.05)
+    end = time.process_time() + 0.02
+    while time.process_time() < end: pass'`, func(v Verdict, probes int) bool {
+		if v == Waiting {
+			t.Fatal("a loop doing 20 ms of work every 70 ms judged waiting for input")
+		}
+		return time.Since(start) > 2*time.Second && probes >= 10
+	})
 }
 
 func TestStaleTicksAndProbesAreIgnored(t *testing.T) {
