@@ -33,6 +33,8 @@ type TerminalReport struct {
 	Reasons    map[string]int `json:"ready_reasons"`
 	Errors     int            `json:"errors"`
 	FirstError string         `json:"first_error,omitempty"`
+	// Skipped names the scenarios left out, and why.
+	Skipped []string `json:"skipped,omitempty"`
 }
 
 // RunTerminal measures the terminal tools through the whole path, each
@@ -41,7 +43,9 @@ type TerminalReport struct {
 //
 //   - open_bash: terminal_open of an interactive bash until its prompt;
 //   - open_python: terminal_open of a python3 REPL until it reads input;
-//   - send_python: terminal_send of 1+1 to that REPL until it reads again.
+//   - send_python: terminal_send of 1+1 to that REPL until it reads again;
+//   - send_node: the same to node's REPL, an event loop (skipped, and said
+//     so, without node on PATH).
 func RunTerminal(ctx context.Context, h *host.Host, opts TerminalOptions) (TerminalReport, error) {
 	rep := TerminalReport{Reasons: map[string]int{}}
 	var errs errorCount
@@ -121,8 +125,45 @@ func RunTerminal(ctx context.Context, h *host.Host, opts TerminalOptions) (Termi
 	}
 	rep.Scenarios = append(rep.Scenarios, scenario("send_python", full, floor))
 	closeTerminal(data)
+
+	if _, err := exec.LookPath("node"); err != nil {
+		rep.Skipped = append(rep.Skipped, "send_node: node is not on PATH")
+	} else if err := sendREPL(&rep, call, closeTerminal, []string{"node"}, "> ", "2\r\n> ", opts.Iterations*4); err != nil {
+		return rep, err
+	}
 	rep.Errors, rep.FirstError = errs.get()
 	return rep, nil
+}
+
+// sendREPL measures send_<argv[0]>: a terminal_send of 1+1 to an event-loop
+// REPL until it is proven reading again, next to the same step on a bare
+// PTY read until the answer and the prompt.
+func sendREPL(rep *TerminalReport, call func(tool, args string) (map[string]any, time.Duration), closeTerminal func(map[string]any),
+	argv []string, prompt, answer string, n int) error {
+	fp, err := startFloorProgram(argv, nil)
+	if err != nil {
+		return fmt.Errorf("floor: %w", err)
+	}
+	defer fp.close()
+	if _, err := fp.until(prompt); err != nil {
+		return fmt.Errorf("floor: %w", err)
+	}
+	data, _ := call("terminal_open", fmt.Sprintf(`{"command":%q}`, argv[0]))
+	defer closeTerminal(data)
+	id, _ := data["terminal_id"].(string)
+	var full, floor []time.Duration
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		fp.ptmx.Write([]byte("1+1\r"))
+		if _, err := fp.until(answer); err != nil {
+			return fmt.Errorf("floor: %w", err)
+		}
+		floor = append(floor, time.Since(t0))
+		_, took := call("terminal_send", `{"terminal_id":"`+id+`","text":"1+1","keys":["Enter"]}`)
+		full = append(full, took)
+	}
+	rep.Scenarios = append(rep.Scenarios, scenario("send_"+argv[0], full, floor))
+	return nil
 }
 
 // floorProgram is a program on a bare PTY, read from one goroutine.
@@ -189,6 +230,9 @@ func (r TerminalReport) WriteTable(w io.Writer) error {
 		reasons = append(reasons, k)
 	}
 	sort.Strings(reasons)
+	for _, sk := range r.Skipped {
+		fmt.Fprintf(w, "skipped %s\n", sk)
+	}
 	fmt.Fprint(w, "\nreadiness reasons:")
 	for _, k := range reasons {
 		fmt.Fprintf(w, " %s=%d", k, r.Reasons[k])

@@ -295,14 +295,12 @@ func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 			a.resolveAll(ctx, Readiness{Reason: ReadyPrompt})
 			return
 		}
-		who := "the program"
-		if w.Comm != "" {
-			who = fmt.Sprintf("%s (pid %d)", w.Comm, w.PID)
-		}
-		a.resolveAll(ctx, Readiness{Reason: ReadyStdin, Detail: who + " is blocked reading the terminal"})
+		a.resolveAll(ctx, Readiness{Reason: ReadyStdin, Detail: waiterName(w) + " " + w.How()})
 	case waitproof.Unknown:
+		// A relay (script, ssh -t, docker exec -it) or a client waits on the
+		// terminal and on its other side: only its silence can tell.
 		if silent := a.wait.SilentFor(); silent >= ms(a.opts.Config.IdleSilenceMs) {
-			a.resolveAll(ctx, Readiness{Reason: ReadyIdle, Detail: fmt.Sprintf("no output for %d ms and its wait cannot be seen in /proc", silent.Milliseconds())})
+			a.resolveAll(ctx, Readiness{Reason: ReadyIdle, Detail: fmt.Sprintf("no output for %d ms; %s %s", silent.Milliseconds(), waiterName(w), w.How())})
 		}
 	case waitproof.Inconclusive:
 		a.settles(ctx, p)
@@ -310,4 +308,11 @@ func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 	if p.Err != nil && a.wait.SilentFor() >= ms(a.opts.Config.IdleSilenceMs) && len(a.waiters) > 0 {
 		a.resolveAll(ctx, Readiness{Reason: ReadyIdle, Detail: fmt.Sprintf("no output for %d ms (%v)", a.wait.SilentFor().Milliseconds(), p.Err)})
 	}
+}
+
+func waiterName(w procfs.Wait) string {
+	if w.Comm == "" {
+		return "the program"
+	}
+	return fmt.Sprintf("%s (pid %d)", w.Comm, w.PID)
 }

@@ -444,12 +444,27 @@ func TestStoppingTheAgentEndsTerminalsAndTasks(t *testing.T) {
 	}
 }
 
-// A program that waits in epoll cannot be proven to wait: it is reported
-// idle after the configured silence, and says that this is no proof.
-func TestEpollProgramIsInferredIdleAfterSilence(t *testing.T) {
-	f := newFixture(t, func(c *config.Config) { c.Terminal.IdleSilenceMs = 300 })
-	_, r := f.open(`{"command":"python3 -c 'import selectors,sys; s=selectors.EpollSelector(); s.register(sys.stdin, selectors.EVENT_READ); print(\"waiting\", flush=True); s.select()'"}`)
-	want(t, r, "inferred_idle", "waiting", "does not prove")
+// Event loops on the terminal (node's REPL, readline.question) are proven
+// waiting as cat is, not inferred after a silence; a timer due soon is
+// waited out. A relay (script, as ssh -t and docker exec -it) is no proof:
+// its output is waited for until it settles.
+func TestEventLoopsAreProvenAndRelaysAreNot(t *testing.T) {
+	testkit.Node(t)
+	f := newFixture(t, func(c *config.Config) { c.Terminal.IdleSilenceMs = 1500 })
+	repl, r := f.open(`{"command":"node"}`)
+	want(t, r, "stdin_read", "> ", "node (pid", "epoll_wait")
+	want(t, f.send(repl, "6*7", "Enter"), "stdin_read", "42")
+	want(t, f.send(repl, "setTimeout(() => console.log('late ' + 2*3), 300)", "Enter"), "stdin_read", "late 6")
+	want(t, f.send(repl, "", "C-d"), "exited")
+
+	q, r := f.open(`{"command":"node -e \"require('readline').createInterface({input: process.stdin, output: process.stdout}).question('Ok to proceed? (y) ', a => { console.log('answer:', a); process.exit(0) })\""}`)
+	want(t, r, "stdin_read", "Ok to proceed? (y)")
+	want(t, f.send(q, "y", "Enter"), "exited", "answer: y")
+
+	relay, r := f.open(`{"command":"script -q -c 'bash --norc --noprofile' /dev/null"}`)
+	want(t, r, "inferred_idle", "master side of another terminal")
+	r = f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":"sleep 0.5; echo relayed-$((6*7))","keys":["Enter"],"wait_ms":8000}`, relay))
+	want(t, r, "inferred_idle", "relayed-42", "script (pid", "proves nothing")
 }
 
 func TestTasksBelongToTheirAgent(t *testing.T) {

@@ -435,3 +435,19 @@ func readDirNames(dir string) ([]string, error) {
 	defer d.Close()
 	return d.Readdirnames(-1)
 }
+
+// How says, after the waiting member's name, how it was seen to wait for
+// input: a read, or an event loop with nothing else to wake it.
+func (w Wait) How() string {
+	switch {
+	case w.Syscall == "read":
+		return "is blocked reading the terminal"
+	case w.State == IdleLoop:
+		return "waits for the terminal in " + w.Syscall + " and does no work when it wakes"
+	case w.State == WaitingInput:
+		return "waits for the terminal in " + w.Syscall + ", with nothing else that could wake it"
+	case w.State == WaitUnknown && w.Also != "":
+		return "waits in " + w.Syscall + " on the terminal and on " + w.Also + ", so its wait proves nothing"
+	}
+	return "waits in a way /proc cannot show"
+}

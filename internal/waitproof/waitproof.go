@@ -17,12 +17,13 @@ const (
 	Quiet = time.Millisecond
 	// MaxInterval caps the backoff between looks.
 	MaxInterval = 200 * time.Millisecond
-	// LoopQuiet is the least time an idle loop (procfs.IdleLoop) is
-	// watched; the watch also covers one of its wake-ups.
+	// LoopQuiet is how long an idle loop (procfs.IdleLoop) whose wake-up
+	// is not known (another of its threads ran) is watched; one that times
+	// out is watched past its wake-up.
 	LoopQuiet = 25 * time.Millisecond
 	// loopMargin is added to a loop's wake-up interval, so that the watch
 	// sees it wake and go back.
-	loopMargin = 5 * time.Millisecond
+	loopMargin = 3 * time.Millisecond
 	// loopWorkShare: an idle loop may use up to 1/loopWorkShare of the
 	// watch on a CPU (ipython's loop wakes every 500 ms for 0.3 ms; a
 	// program that looks for a key between bits of work uses far more).
@@ -72,8 +73,9 @@ type Tracker struct {
 	// loop is the idle loop being watched (see idleLoop): the wait, when
 	// the watch began, its work and output count then.
 	loop              procfs.Wait
-	loopAt            time.Time
+	loopAt, loopUntil time.Time
 	loopWork, loopOut uint64
+	loopWakes         int
 	active            bool
 	// cpu is the foreground group's processor time at the last look, and
 	// cpuAt when it was last seen to change (or the episode began).
@@ -210,25 +212,50 @@ func (t *Tracker) Probe(p *ptyproc.Probe) (v Verdict, wait procfs.Wait) {
 // thread running: it is a wait for input once a watch that spans a wake-up
 // finds the same wait at its end, with no output and almost no work between.
 func (t *Tracker) idleLoop(w procfs.Wait) (Verdict, procfs.Wait) {
-	watch := max(LoopQuiet, w.Every+loopMargin)
+	now := time.Now()
 	if !t.loop.Same(w) || t.loopOut != t.outputs || w.Work < t.loopWork {
-		t.loop, t.loopAt, t.loopWork, t.loopOut = w, time.Now(), w.Work, t.outputs
-		t.arm(watch)
+		t.loop, t.loopWork, t.loopOut = w, w.Work, t.outputs
+		t.watchLoop(now, w)
 		return Inconclusive, procfs.Wait{}
 	}
-	since := time.Since(t.loopAt)
-	if since < watch {
-		t.arm(watch - since)
+	// The watch ends past the wake-up the first look announced; later
+	// looks see what is left of that timeout, or the next one's.
+	if now.Before(t.loopUntil) {
+		t.arm(t.loopUntil.Sub(now))
 		return Inconclusive, procfs.Wait{}
 	}
-	if w.Work-t.loopWork > uint64(since)/loopWorkShare {
+	if since := now.Sub(t.loopAt); w.Work-t.loopWork > uint64(since)/loopWorkShare {
 		// It works: watch again from here.
-		t.loopAt, t.loopWork = time.Now(), w.Work
-		t.arm(watch)
+		t.loopWork = w.Work
+		t.watchLoop(now, w)
+		return Inconclusive, procfs.Wait{}
+	}
+	if t.loopWakes++; w.Every > 0 && t.loopWakes < 2 {
+		// One quiet wake-up may have been a timer of its own, with the
+		// one that prints next (node runs one 15 ms after each step, before
+		// a user's setTimeout): the next one must be quiet too.
+		t.loopUntil = now.Add(loopWatch(w))
+		t.arm(t.loopUntil.Sub(now))
 		return Inconclusive, procfs.Wait{}
 	}
 	t.loop = procfs.Wait{}
 	return Waiting, w
+}
+
+func (t *Tracker) watchLoop(now time.Time, w procfs.Wait) {
+	t.loopAt, t.loopWakes = now, 0
+	t.loopUntil = now.Add(loopWatch(w))
+	t.arm(t.loopUntil.Sub(now))
+}
+
+// loopWatch is how long an idle loop is watched at least: past its next
+// wake-up when its timeout says when (node's REPL sets a 15 ms timer after
+// each step), else LoopQuiet.
+func loopWatch(w procfs.Wait) time.Duration {
+	if w.Every > 0 {
+		return w.Every + loopMargin
+	}
+	return LoopQuiet
 }
 
 // Again schedules another look soon, after a Waiting verdict the owner did
