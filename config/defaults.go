@@ -21,6 +21,7 @@ var comments = map[string]string{
 	"bash.hostStartupFiles":          "true: agent shells read ~/.inputrc",
 	"bash.verifyStatus":              "true: every line's status comes from a query no command can forge (one more round trip)",
 	"bash.cancelGraceMs":             "a cancelled call's command gets SIGINT (the shell is kept); still running after this, its job gets SIGTERM, then SIGKILL",
+	"bash.inputSilenceMs":            "a command whose wait on the terminal proves nothing (a relay such as ssh -t or script) this long quiet returns early as waiting for input, said to be inferred; 0: never",
 	"terminal":                       "The terminal_* and task_* tools.",
 	"terminal.enableRunInBackground": "false: no run_in_background in the schema, and no task tools",
 	"terminal.maxResultBytes":        "cap of every terminal and task result, metadata included",

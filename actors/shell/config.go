@@ -58,6 +58,13 @@ type Config struct {
 	// SIGTERM, then SIGKILL; only a command that survives those costs the
 	// shell.
 	CancelGraceMs int64 `yaml:"cancelGraceMs"`
+	// InputSilenceMs is how long a command that waits on the terminal in a
+	// way that proves nothing (a relay such as ssh -t, script or docker
+	// exec -it, whose other side may be working; a program that also waits
+	// on a connection) must print nothing and use no processor time before
+	// the call returns early as waiting for input, said to be inferred. 0:
+	// such a command runs until it ends or reaches the time limit.
+	InputSilenceMs int64 `yaml:"inputSilenceMs"`
 }
 
 // DefaultConfig returns the reference defaults.
@@ -68,12 +75,18 @@ func DefaultConfig() Config {
 		MaxOutputChars: 16000,
 		Description:    DefaultDescription,
 		CancelGraceMs:  5000,
+		InputSilenceMs: 10000,
 	}
 }
 
 // CancelGrace is CancelGraceMs as a duration.
 func (c Config) CancelGrace() time.Duration {
 	return time.Duration(c.CancelGraceMs) * time.Millisecond
+}
+
+// InputSilence is InputSilenceMs as a duration.
+func (c Config) InputSilence() time.Duration {
+	return time.Duration(c.InputSilenceMs) * time.Millisecond
 }
 
 // Timeout is TimeoutMs as a duration.
@@ -94,6 +107,9 @@ func (c Config) Validate() error {
 	}
 	if c.CancelGraceMs < 0 || c.CancelGraceMs > maxTimeoutMs {
 		errs = append(errs, fmt.Errorf("bash.cancelGraceMs: %d is out of range (must be between 0 and %d milliseconds)", c.CancelGraceMs, maxTimeoutMs))
+	}
+	if c.InputSilenceMs < 0 || c.InputSilenceMs > maxTimeoutMs {
+		errs = append(errs, fmt.Errorf("bash.inputSilenceMs: %d is out of range (must be between 0, never, and %d milliseconds)", c.InputSilenceMs, maxTimeoutMs))
 	}
 	if c.TimeoutMs < 1 || c.TimeoutMs > maxTimeoutMs {
 		errs = append(errs, fmt.Errorf("bash.timeoutMs: %d is out of range (must be between 1 and %d milliseconds)", c.TimeoutMs, maxTimeoutMs))

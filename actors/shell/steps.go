@@ -141,6 +141,14 @@ func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 		return
 	}
 	verdict, w := a.wait.Probe(p)
+	if verdict == waitproof.Unknown && ex.step == stepText {
+		// A relay or a client of something else waits on the terminal:
+		// only its quiet can tell.
+		if silence := a.opts.Config.InputSilence(); silence > 0 && a.wait.QuietFor() >= silence {
+			a.waitingForInput(ctx, w, true)
+		}
+		return
+	}
 	if verdict != waitproof.Waiting {
 		return
 	}
@@ -149,7 +157,7 @@ func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 		if a.waitOut(w) {
 			return
 		}
-		a.waitingForInput(ctx, w)
+		a.waitingForInput(ctx, w, false)
 	case stepInterrupt:
 		ex.intr.wait = w
 		if time.Since(ex.intr.stepAt) >= escalateAfter {

@@ -288,16 +288,23 @@ func (a *Actor) conflict(ctx actor.Context) {
 	a.finish(ctx, c, a.render(c, &r, trailer))
 }
 
-// waitingForInput ends the call early: a program is proven blocked reading
-// the terminal.
-func (a *Actor) waitingForInput(ctx actor.Context, w procfs.Wait) {
+// waitingForInput ends the call early: a program is proven waiting for
+// terminal input, or (inferred) waits on the terminal in a way that proves
+// nothing and has been quiet for bash.inputSilenceMs.
+func (a *Actor) waitingForInput(ctx actor.Context, w procfs.Wait, inferred bool) {
 	c := a.cur
 	a.flushCarry()
 	who := describeWaiter(w)
 	a.waiting = &waitingCommand{who: who}
-	r := Result{WaitingForInput: true, FreshShell: c.fresh}
-	note := fmt.Sprintf("[waiting for input: %s is blocked reading the terminal, so this call returned early with the output so far. "+
-		"Interactive programs belong in a terminal (terminal_open). The next bash call will first interrupt it with SIGINT.]", who)
+	r := Result{WaitingForInput: true, WaitInferred: inferred, FreshShell: c.fresh}
+	note := fmt.Sprintf("[waiting for input: %s %s, so this call returned early with the output so far. "+
+		"Interactive programs belong in a terminal (terminal_open). The next bash call will first interrupt it with SIGINT.]", who, w.How())
+	if inferred {
+		note = fmt.Sprintf("[waiting for input? %s %s. It printed nothing and used no processor time for %s, so this call returned early with the output so far; "+
+			"it may still be working (a relay such as ssh waits like this while its remote command runs). "+
+			"Interactive programs belong in a terminal (terminal_open). The next bash call will first interrupt it with SIGINT.]",
+			who, w.How(), a.opts.Config.InputSilence())
+	}
 	trailer := append(a.unrun(c), note)
 	if c.eval && strings.Contains(c.args.Command, "\n") {
 		// One eval line: what follows the waiting program is part of it.

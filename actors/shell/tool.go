@@ -76,6 +76,10 @@ type Result struct {
 	// WaitingForInput: the command is blocked reading the terminal; the call
 	// returned early and the next call interrupts it first.
 	WaitingForInput bool `json:"waiting_for_input,omitempty"`
+	// WaitInferred: the wait for input is not proven, only inferred from
+	// silence (a relay such as ssh or script, or a program that waits on a
+	// connection too); the command may still be working.
+	WaitInferred bool `json:"wait_inferred,omitempty"`
 	// ShellExited says how the shell itself ended during the call, e.g.
 	// "exit code 3" or "killed by signal SIGKILL".
 	ShellExited string `json:"shell_exited,omitempty"`

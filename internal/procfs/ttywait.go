@@ -99,6 +99,11 @@ func TTYWait(pgrp int, ttyPath string) (Wait, error) {
 		w, waitsForChild := taskWait(leader, tty)
 		if w.State != NotWaiting || !waitsForChild {
 			w.CPU = leader.CPU
+			if w.State == IdleLoop {
+				// Its children may work while it loops (a wait for
+				// Popen with a key check): their time counts.
+				w.Work += membersWork(pgrp, leader.PID)
+			}
 			return w, nil
 		}
 		cpu = leader.CPU
@@ -261,15 +266,41 @@ func eventWait(p Proc, base string, kind syscallKind, call Syscall, tty terminal
 		w.State, w.Also = WaitUnknown, strings.Join(foreign, ", ")
 	default:
 		w.State = WaitingInput
-		if d, ok := callTimeout(p, call); ok && d < pollingTimeout {
-			// A program that looks for a key between bits of work, or an
-			// event loop with a timer due soon.
+		d, ok := callTimeout(p, call)
+		switch {
+		case ok && d < keyCheckTimeout:
+			// A loop that checks for a key between bits of work (or in
+			// a wait for something else): as likely working as waiting.
+			w.State, w.Also = WaitUnknown, fmt.Sprintf("a timeout of %d ms, as a loop checking for a key between bits of work has", d.Milliseconds())
+		case ok && d < pollingTimeout:
+			// An event loop with a timer due soon (ipython's wakes every
+			// 500 ms), or a slower key check: its work decides.
 			w.State, w.Every = IdleLoop, d
-		} else if ok && kind != kindEpoll {
+		case ok && kind != kindEpoll:
 			w.Timeout = d
 		}
 	}
 	return w
+}
+
+// membersWork sums the time on a CPU of every thread of the members of
+// process group pgrp other than except. It reads every process's stat.
+func membersWork(pgrp, except int) uint64 {
+	members, err := Group(pgrp)
+	if err != nil {
+		return 0
+	}
+	var ns uint64
+	for _, m := range members {
+		if m.PID == except {
+			continue
+		}
+		base := "/proc/" + strconv.Itoa(m.PID)
+		if tids, err := readDirNames(base + "/task"); err == nil {
+			ns += threadsWork(base, tids)
+		}
+	}
+	return ns
 }
 
 // rank orders the states a thread can show: a proof beats an idle loop,
@@ -364,6 +395,12 @@ func encodeDev(rdev uint64) int {
 // timer due soon (IdleLoop); one with a longer timeout, or none, waits for
 // input (vim wakes every few seconds).
 const pollingTimeout = time.Second
+
+// keyCheckTimeout: a wait on the terminal that times out sooner than this is
+// a loop checking for a key (a game, a progress display, a wait for a child
+// that a key can cut short), no proof at all; node's REPL enters such a
+// wait for a moment after each step, and its next wait is a long one.
+const keyCheckTimeout = 100 * time.Millisecond
 
 // callTimeout reads the timeout of a blocked select, poll or epoll call;
 // ok is false when it has none (it waits until a source is ready).

@@ -346,6 +346,7 @@ func TestTTYWaitEventLoopsThatAreNoProof(t *testing.T) {
 		{"pty.spawn relay", []string{"python3", "-c", "import pty; pty.spawn(['sleep', '1000'])"}, procfs.WaitUnknown, "master side of another terminal", false},
 		{"tcp connection", []string{"python3", "-c", "import select, socket; s = socket.create_server(('127.0.0.1', 0)); c = socket.create_connection(s.getsockname()); select.select([0, c], [], [])"}, procfs.WaitUnknown, "a socket", false},
 		{"pipe from a child", []string{"python3", "-c", "import os, select, time\nr, w = os.pipe()\nif os.fork() == 0:\n    os.close(r); time.sleep(1000)\nos.close(w); select.select([0, r], [], [])"}, procfs.WaitUnknown, "a pipe from another program", false},
+		{"a key check", []string{"python3", "-c", "import select\nwhile True: select.select([0], [], [], 0.02)"}, procfs.WaitUnknown, "a timeout of 20 ms", false},
 		{"short timeout", []string{"python3", "-c", "import select\nwhile True: select.select([0], [], [], 0.2)"}, procfs.IdleLoop, "", true},
 		{"a thread at work", []string{"python3", "-c", "import select, threading\nthreading.Thread(target=lambda: [0 for _ in iter(int, 1)], daemon=True).start()\nselect.select([0], [], [])"}, procfs.IdleLoop, "", false},
 	}

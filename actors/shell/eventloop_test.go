@@ -1,0 +1,66 @@
+package shell_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dsh-actors/dsh-actors/actors/shell"
+	"github.com/dsh-actors/dsh-actors/config"
+	"github.com/dsh-actors/dsh-actors/internal/testkit"
+)
+
+// Programs that wait for input in an event loop (node's REPL, readline's
+// question, as npx's "Ok to proceed?", asyncio) return the call early as
+// cat does, where they held it until the time limit and cost the shell; a
+// relay (script, as ssh -t) is waited for while it works and said to be
+// inferred waiting once it is quiet (issue 16 §6, §14).
+func TestEventLoopsWaitingForInputReturnEarly(t *testing.T) {
+	node := testkit.Node(t)
+	py := testkit.Python3(t)
+	h := newHost(t, func(c *config.Config) {
+		c.Bash.TimeoutMs = 60000
+		c.Bash.InputSilenceMs = 1500
+	})
+	wantText(t, bash(t, h, "a", "cd /tmp && X=kept"), "")
+	tests := []struct {
+		name     string
+		command  string
+		inferred bool
+		contains []string
+	}{
+		{"node REPL", node, false, []string{"> ", "node", "epoll_wait"}},
+		{"readline.question", node + ` -e "require('readline').createInterface({input: process.stdin, output: process.stdout}).question('Ok to proceed? (y) ', a => console.log(a))"`,
+			false, []string{"Ok to proceed? (y)"}},
+		{"asyncio reader", py + ` -c "import asyncio
+async def main():
+    f = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().add_reader(0, f.set_result, 1)
+    print('ready?', flush=True)
+    await f
+asyncio.run(main())"`, false, []string{"ready?"}},
+		{"a relay, quiet", "script -q -c 'echo relaying; read x' /dev/null", true, []string{"relaying", "script", "master side of another terminal", "may still be working"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := bash(t, h, "a", tt.command)
+			if !res.WaitingForInput || res.WaitInferred != tt.inferred || res.TimedOut || res.ShellReset {
+				t.Fatalf("want waiting for input (inferred %v), got %+v", tt.inferred, res)
+			}
+			for _, c := range tt.contains {
+				if !strings.Contains(res.Text, c) {
+					t.Errorf("result does not contain %q:\n%s", c, res.Text)
+				}
+			}
+			// The next call interrupts it and runs in the same shell.
+			next := bash(t, h, "a", "echo $X $PWD")
+			if !strings.HasSuffix(strings.TrimSpace(next.Text), "kept /tmp") || next.ShellReset || next.ExitCode == nil || *next.ExitCode != 0 {
+				t.Fatalf("the next call: %+v", next)
+			}
+		})
+	}
+	// A relay whose program works is waited for, not taken for a wait.
+	res := bashArgs(t, h, "a", shell.Args{Command: "script -q -c 'sleep 0.5; echo relayed-$((6*7))' /dev/null"})
+	if res.WaitingForInput || !strings.Contains(res.Text, "relayed-42") || res.ExitCode == nil || *res.ExitCode != 0 {
+		t.Fatalf("a working relay: %+v", res)
+	}
+}
