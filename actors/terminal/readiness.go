@@ -298,15 +298,17 @@ func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 		a.resolveAll(ctx, Readiness{Reason: ReadyStdin, Detail: waiterName(w) + " " + w.How()})
 	case waitproof.Unknown:
 		// A relay (script, ssh -t, docker exec -it) or a client waits on the
-		// terminal and on its other side: only its silence can tell.
-		if silent := a.wait.SilentFor(); silent >= ms(a.opts.Config.IdleSilenceMs) {
+		// terminal and on its other side: only its silence can tell, counted
+		// from the input that began this wait at the earliest (the echo of
+		// a send may not be back at the first look).
+		if silent := a.wait.QuietFor(); silent >= ms(a.opts.Config.IdleSilenceMs) {
 			a.resolveAll(ctx, Readiness{Reason: ReadyIdle, Detail: fmt.Sprintf("no output for %d ms; %s %s", silent.Milliseconds(), waiterName(w), w.How())})
 		}
 	case waitproof.Inconclusive:
 		a.settles(ctx, p)
 	}
-	if p.Err != nil && a.wait.SilentFor() >= ms(a.opts.Config.IdleSilenceMs) && len(a.waiters) > 0 {
-		a.resolveAll(ctx, Readiness{Reason: ReadyIdle, Detail: fmt.Sprintf("no output for %d ms (%v)", a.wait.SilentFor().Milliseconds(), p.Err)})
+	if p.Err != nil && a.wait.QuietFor() >= ms(a.opts.Config.IdleSilenceMs) && len(a.waiters) > 0 {
+		a.resolveAll(ctx, Readiness{Reason: ReadyIdle, Detail: fmt.Sprintf("no output for %d ms (%v)", a.wait.QuietFor().Milliseconds(), p.Err)})
 	}
 }
 

@@ -17,17 +17,23 @@ import (
 // connection to another program. Sockets of another network namespace are
 // not found: the answer is then an error, and the socket counts as foreign.
 //
-// Peers never change once connected, so answers are cached by inode.
+// Peers never change once connected, so answers are cached by inode, and so
+// are the sockets that have none (0).
 func unixPeer(ino uint32) (uint32, error) {
 	peerCache.Lock()
 	peer, ok := peerCache.m[ino]
 	peerCache.Unlock()
 	if ok {
+		if peer == 0 {
+			return 0, errNoPeer
+		}
 		return peer, nil
 	}
 	peer, err := askUnixPeer(ino)
 	if err != nil {
-		return 0, err
+		// Not a Unix socket (a TCP connection), or one without a peer:
+		// that does not change either, and is asked about at every look.
+		peer = 0
 	}
 	peerCache.Lock()
 	if len(peerCache.m) >= maxPeerCache {
@@ -35,6 +41,9 @@ func unixPeer(ino uint32) (uint32, error) {
 	}
 	peerCache.m[ino] = peer
 	peerCache.Unlock()
+	if peer == 0 {
+		return 0, errNoPeer
+	}
 	return peer, nil
 }
 

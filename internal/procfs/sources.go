@@ -171,8 +171,10 @@ func pollSet(p Proc, call Syscall) ([]int, bool) {
 	return fds, true
 }
 
-// epollSet lists the targets of an epoll descriptor, shown as "tfd: N ..."
-// lines in /proc/PID/fdinfo/EPFD.
+// epollSet lists the targets of an epoll descriptor watched for input,
+// shown as "tfd: N events: HEX ..." lines in /proc/PID/fdinfo/EPFD (a
+// target whose one-shot event fired, or watched for output only, is left
+// out).
 func epollSet(base string, epfd int) ([]int, bool) {
 	raw, err := os.ReadFile(base + "/fdinfo/" + strconv.Itoa(epfd))
 	if err != nil {
@@ -185,11 +187,15 @@ func epollSet(base string, epfd int) ([]int, bool) {
 		if !bytes.HasPrefix(line, []byte("tfd:")) {
 			continue
 		}
+		// "tfd:        21 events:       19 data: ..." (events in hex)
 		fields := bytes.Fields(line)
-		if len(fields) < 2 {
+		if len(fields) < 4 || string(fields[2]) != "events:" {
 			continue
 		}
-		if fd, err := strconv.Atoi(string(fields[1])); err == nil {
+		fd, err1 := strconv.Atoi(string(fields[1]))
+		events, err2 := strconv.ParseUint(string(fields[3]), 16, 32)
+		const wantsInput = 0x001 | 0x002 | 0x2000 // EPOLLIN | EPOLLPRI | EPOLLRDHUP
+		if err1 == nil && err2 == nil && events&wantsInput != 0 {
 			fds = append(fds, fd)
 		}
 	}
