@@ -223,6 +223,27 @@ func (c *collector) trimSuffix(s string) bool {
 	return true
 }
 
+// cutBefore removes s where it ends at byte end, if it is there and
+// nothing was dropped after it; it reports whether it did.
+func (c *collector) cutBefore(end int, s string) bool {
+	if s == "" {
+		return false
+	}
+	if len(c.tail) > 0 {
+		i := end - c.tailStart()
+		if i < len(s) || i > len(c.tail) || string(c.tail[i-len(s):i]) != s {
+			return false
+		}
+		c.tail = append(c.tail[:i-len(s)], c.tail[i:]...)
+		return true
+	}
+	if c.dropped > 0 || end < len(s) || end > len(c.head) || string(c.head[end-len(s):end]) != s {
+		return false
+	}
+	c.rewrite(append(append([]byte(nil), c.head[:end-len(s)]...), c.head[end:]...))
+	return true
+}
+
 // cutFrom removes and returns the bytes from at on, unless bytes were
 // dropped (then what is kept is not where at points).
 func (c *collector) cutFrom(at int) []byte {

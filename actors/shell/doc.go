@@ -35,6 +35,14 @@
 // defined at start-up and called with a fresh token, reports $? and the
 // prompt state on the terminal itself and makes the prompts ours again where
 // it can; while PS1 cannot be made ours, every line ends with that query.
+// The query's line is a group with its output to /dev/null (a DEBUG trap
+// runs for it too), and it sets PROMPT_COMMAND aside for its own prompt,
+// which is the runtime's doing, not the user's. While shopt extdebug may
+// be on (the marker's length of BASHOPTS changed, or the query last found
+// it on), every line ends with the query too: a DEBUG trap that returns
+// non-zero makes bash skip commands, and one that skips the query leaves
+// nothing typed able to reach bash; the call says so and the shell is
+// reset.
 // While PS2 is not ours, text is typed as one eval line instead. When bash
 // waits for the rest of an incomplete text, SIGINT cancels it, as Ctrl-C
 // would. A line that bash never answered (its command number did not move)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -135,22 +136,6 @@ func TestProtocolBrokenBeyondRepairIsAnnounced(t *testing.T) {
 	}
 }
 
-// The shell's own DEBUG trap under extdebug skips every command: bash's own
-// behaviour, as in a terminal. It must not look like a wait for input or
-// cost the shell.
-func TestDebugTrapUnderExtdebugIsTheUsersChoice(t *testing.T) {
-	h := newHost(t, nil)
-	sid := shellPID(t, h, "a")
-	bash(t, h, "a", "trap false DEBUG; shopt -s extdebug")
-	res := bash(t, h, "a", "echo skipped")
-	if res.WaitingForInput || res.ShellReset || res.FreshShell || res.ExitCode == nil || res.Text != "" {
-		t.Fatalf("%q %+v", res.Text, res)
-	}
-	if got, _ := procfs.Session(sid); len(got) == 0 {
-		t.Fatal("the shell was lost")
-	}
-}
-
 // stty olcuc upper-cases output, the marker included: the marker's lead
 // and nonce are upper case already, and the next call gets the modes back.
 func TestUpperCasingTerminalNeverShowsTheMarker(t *testing.T) {
@@ -175,7 +160,7 @@ func TestCompletionCannotBeForged(t *testing.T) {
 	}
 	// Forged with a made-up command number and status.
 	res = bash(t, h, "g", `n=${PS1:4:16}; printf '\036DSH%s:99:42:%d:=\036' "$n" ${#PS1}; echo real`)
-	if !strings.HasPrefix(res.Text, "real\n[32 bytes were left out") || exitCode(res) != "0" {
+	if !regexp.MustCompile(`^real\n\[\d+ bytes were left out`).MatchString(res.Text) || exitCode(res) != "0" {
 		t.Fatalf("forged number: %q %+v", res.Text, res)
 	}
 	wantText(t, bash(t, h, "g", "echo second"), "second\n")

@@ -26,11 +26,12 @@ import (
 // Nothing of the protocol runs as a shell command on the usual path. bash
 // itself prints the completion marker as its prompt:
 //
-//	PS1 = RS "DSH" nonce ":" \# ":" $? ":" ${#PS1} ":" ${#PS2} ":" ${PS2:1:19} ":" ${PS1:1:n} RS
+//	PS1 = RS "DSH" nonce ":" \# ":" $? ":" ${#BASHOPTS} ":" ${#PS1} ":" ${#PS2} ":" ${PS2:1:19} ":" ${PS1:1:n} RS
 //	PS2 = RS "DSH" nonce ":c" RS
 //
 // \# is bash's command number, which grows by one for every command line it
-// runs, $? the status of the last one; the lengths of PS1 and PS2, the head
+// runs, $? the status of the last one; the length of BASHOPTS tells that a
+// shell option changed (shopt -s extdebug, see extdebugSuspect); the lengths of PS1 and PS2, the head
 // of PS2 and PS1's own text between its RS bytes (n characters, shown only
 // while PS1 has the length of ours) tell that a command changed the prompts. Every field has a bounded length, whatever a
 // command sets the prompts to. The command text is
@@ -85,7 +86,7 @@ func newProtocol(tty string) protocol {
 	// length of ours (a foreign PS1 would put its own RS bytes, and any
 	// length, in the marker). That text holds its own length: take the
 	// fixed point.
-	body := markerLead[1:] + nonce + `:\#:$?:${#PS1}:${PS2+${#PS2}}:${PS2+${PS2:1:19}}:${PS1:1:(${#PS1}==%d)*%d}`
+	body := markerLead[1:] + nonce + `:\#:$?:${#BASHOPTS}:${#PS1}:${PS2+${#PS2}}:${PS2+${PS2:1:19}}:${PS1:1:(${#PS1}==%d)*%d}`
 	for n := 0; ; {
 		inner := fmt.Sprintf(body, n+2, n)
 		if len(inner) == n {
@@ -139,16 +140,23 @@ func (p protocol) initLines(learnReadline, keepHistory bool) [][]byte {
 // queryName is the status query's function.
 func (p protocol) queryName() string { return "__dsh_" + p.nonce + "_q" }
 
+// restoreName is the function that gives PROMPT_COMMAND back (see queryFunc).
+func (p protocol) restoreName() string { return "__dsh_" + p.nonce + "_r" }
+
 // queryFunc defines the status query, read-only, while no command of anyone's
 // has run (so no alias or function of a user's is in it). Called with $?
 // and a token, it makes PS1, PS2 and promptvars ours again where it can and
 // reports on the terminal itself, in a "q" marker:
 //
-//	RS "DSH" nonce ":q:" token ":" number ":" status ":" PS1 attributes ":" PS2 attributes ":" prompt RS
+//	RS "DSH" nonce ":q:" token ":" number ":" status ":" PS1 attributes ":" PS2 attributes ":" flags ":" prompt RS
 //
 // number is bash's number of the line that called it; prompt is what the
 // PS1 in force when it was called expands to (RS replaced, cut to
-// maxPromptText): bash printed that after the command. It drops the
+// maxPromptText): bash printed that after the command. flags are the
+// length of BASHOPTS, then "e"
+// while shopt extdebug is on, "b" while `{` or `}` is an alias (the next
+// query line is then not a group, see queryLineSetting) and "p" when
+// PROMPT_COMMAND was set aside. It drops the
 // attributes that would change what is assigned to the prompts (declare
 // -l, -u, -c, -i, -n), takes its own call out of the history and gives $?
 // back. Its output goes to /dev/null but the report. xtrace, which may
@@ -157,6 +165,17 @@ func (p protocol) queryName() string { return "__dsh_" + p.nonce + "_q" }
 // before that carry the token. `history -p` removes the line being run
 // from the history exactly when bash saved it, so an entry of the user's
 // is never removed whatever HISTIGNORE and HISTCONTROL say.
+//
+// The prompt after the query line is the runtime's doing, not the user's:
+// a PROMPT_COMMAND of theirs that ran for it would print a second time
+// for one command of theirs and set PS1 again (a prompt that changes at
+// every prompt, with the time or a counter, could then not be told from
+// output). So the query sets PROMPT_COMMAND aside for that one prompt: it
+// becomes a call of the restore function, with PROMPT_COMMAND's indices
+// and elements as its arguments, which puts them back (attributes kept:
+// the variable is assigned, never unset) and runs nothing of the user's. A read-only
+// PROMPT_COMMAND, or one with attributes other than -a and -x, is left
+// to run.
 func (p protocol) queryFunc() string {
 	// The function's text holds no RS byte and no lead: bash shows it
 	// (declare -f, set, type) with $'...' words decoded, and a marker in
@@ -172,13 +191,21 @@ func (p protocol) queryFunc() string {
 	var b strings.Builder
 	// Quoted: called through builtin, local is not known for a declaration
 	// when the line is parsed, so its arguments would be split.
-	fmt.Fprintf(&b, `%s() { \builtin local - t="$2" p="${PS1-}" n='\#' r; \builtin set +x -- "$@"; n="${n@P}"; p="${p@P}"; \builtin printf -v r '\036'; p="${p//"$r"/?}"; p="${p:0:%d}"; `, p.queryName(), maxPromptText)
+	fmt.Fprintf(&b, `%s() { \builtin local - t="$2" p="${PS1-}" n='\#' r f= c i; \builtin set +x -- "$@"; n="${n@P}"; p="${p@P}"; \builtin printf -v r '\036'; p="${p//"$r"/?}"; p="${p:0:%d}"; `, p.queryName(), maxPromptText)
 	b.WriteString(`\builtin declare -g +i +l +u +c +n PS1 PS2; `)
 	b.WriteString(ours("PS1", p.ps1))
 	b.WriteString(ours("PS2", p.ps2))
-	fmt.Fprintf(&b, `\builtin shopt -s promptvars; \builtin printf '\036DSH%s:q:%%s:%%s:%%s:%%s:%%s:%%s\036' "$2" "$n" "$1" "${PS1@a}" "${PS2@a}" "$p" >%s; `, p.nonce, p.tty)
+	b.WriteString(`f=${#BASHOPTS}; [[ :$BASHOPTS: == *:extdebug:* ]] && f+=e; { \builtin alias -- '{' || \builtin alias -- '}'; } && f+=b; `)
+	// PROMPT_COMMAND set aside for the next prompt (see above).
+	fmt.Fprintf(&b, `if [[ ${PROMPT_COMMAND[*]-} == *[![:space:]]* && ${PROMPT_COMMAND@a} != *[!ax]* && ${PROMPT_COMMAND[*]} != *%[1]s* ]]; then `+
+		`c="\\%[1]s ${PROMPT_COMMAND@a}-"; for i in "${!PROMPT_COMMAND[@]}"; do c+=" $i ${PROMPT_COMMAND[i]@Q}"; done; [[ $f == *b* ]] || c="{ $c; } >/dev/null 2>&1"; `+
+		`if [[ ${PROMPT_COMMAND@a} == *a* ]]; then PROMPT_COMMAND=("$c"); else PROMPT_COMMAND=$c; fi; f+=p; fi; `, p.restoreName())
+	fmt.Fprintf(&b, `\builtin shopt -s promptvars; \builtin printf '\036DSH%s:q:%%s:%%s:%%s:%%s:%%s:%%s:%%s\036' "$2" "$n" "$1" "${PS1@a}" "${PS2@a}" "$f" "$p" >%s; `, p.nonce, p.tty)
 	b.WriteString(`\builtin history -p ''; \builtin return "$1"; } >/dev/null 2>&1; `)
-	fmt.Fprintf(&b, `\builtin readonly -f %s`, p.queryName())
+	fmt.Fprintf(&b, `\builtin readonly -f %s; `, p.queryName())
+	// The restore function: its first argument is PROMPT_COMMAND's
+	// attributes and a dash, the rest its indices and elements.
+	fmt.Fprintf(&b, `%[1]s() { if [[ $1 == *a* ]]; then PROMPT_COMMAND=(); \builtin shift; while (($# > 1)); do PROMPT_COMMAND[$1]=$2; \builtin shift 2; done; else PROMPT_COMMAND=$3; fi; } >/dev/null 2>&1; \builtin readonly -f %[1]s`, p.restoreName())
 	return b.String()
 }
 
@@ -189,12 +216,23 @@ func (p protocol) queryFunc() string {
 // handed back that is not 0 does not end the shell, and $? is that status
 // afterwards. Both commands end with "$_", which the next command sees as
 // it was before the query.
-func (p protocol) queryLine(token string) []byte { return p.queryLineSetting(token, `"$?"`) }
+func (p protocol) queryLine(token string) []byte { return p.queryLineSetting(token, `"$?"`, true) }
 
 // queryLineSetting is the query line that hands back status (a number, or
 // "$?") instead of $?: $? is that status afterwards.
-func (p protocol) queryLineSetting(token, status string) []byte {
-	return []byte(`\` + p.queryName() + ` ` + status + ` ` + token + ` "$_" 2>/dev/null && \builtin : ` + token + ` "$_"` + "\n")
+//
+// grouped puts the line in a group whose output goes to /dev/null: a DEBUG
+// trap runs before each of its commands at the top level (and under set -T
+// before the function's first one), and what it prints would be taken for
+// output. The report goes to the terminal by its name. A group's braces
+// are words an alias can replace, so the line is not grouped while the
+// last report said that `{` or `}` is an alias.
+func (p protocol) queryLineSetting(token, status string, grouped bool) []byte {
+	line := `\` + p.queryName() + ` ` + status + ` ` + token + ` "$_" 2>/dev/null && \builtin : ` + token + ` "$_"`
+	if grouped {
+		line = "{ " + line + "; } >/dev/null 2>&1"
+	}
+	return []byte(line + "\n")
 }
 
 // newToken is a query's token: 16 upper-case hexadecimal digits.
@@ -341,9 +379,13 @@ type marker struct {
 	ps1Ours bool
 	ps2Len  int
 	ps2Head string
-	// query: its token and the prompt state.
+	// PS1 and query: the length of BASHOPTS (see extdebugSuspect).
+	opts int
+	// query: its token and the prompt state; whether shopt extdebug is on
+	// and `{` or `}` an alias.
 	token                    string
 	ps1ReadOnly, ps2ReadOnly bool
+	extdebug, bracesAliased  bool
 	prompt                   string
 }
 
@@ -353,8 +395,8 @@ func (p protocol) parseMarker(body []byte) marker {
 		return marker{kind: markPS2}
 	}
 	if rest, ok := strings.CutPrefix(s, "q:"); ok {
-		f := strings.SplitN(rest, ":", 6)
-		if len(f) != 6 {
+		f := strings.SplitN(rest, ":", 7)
+		if len(f) != 7 {
 			return marker{}
 		}
 		seq, err1 := strconv.ParseUint(f[1], 10, 64)
@@ -362,27 +404,34 @@ func (p protocol) parseMarker(body []byte) marker {
 		if err1 != nil || err2 != nil {
 			return marker{}
 		}
+		letters := strings.TrimLeft(f[5], "0123456789")
+		opts, err3 := strconv.Atoi(f[5][:len(f[5])-len(letters)])
+		if err1 != nil || err2 != nil || err3 != nil {
+			return marker{}
+		}
 		return marker{kind: markQuery, token: f[0], seq: seq, status: st, ps1ReadOnly: strings.Contains(f[3], "r"),
-			ps2ReadOnly: strings.Contains(f[4], "r"), prompt: f[5]}
+			ps2ReadOnly: strings.Contains(f[4], "r"), opts: opts, extdebug: strings.Contains(letters, "e"),
+			bracesAliased: strings.Contains(letters, "b"), prompt: f[6]}
 	}
 	// PS2's head and PS1's text may hold colons: PS1's is known when it is
 	// ours.
-	f := strings.SplitN(s, ":", 5)
-	if len(f) != 5 {
+	f := strings.SplitN(s, ":", 6)
+	if len(f) != 6 {
 		return marker{}
 	}
 	seq, err1 := strconv.ParseUint(f[0], 10, 64)
 	st, err2 := strconv.Atoi(f[1])
-	n1, err3 := strconv.Atoi(f[2])
-	n2, err4 := strconv.Atoi(f[3])
-	if f[3] == "" {
+	opts, err5 := strconv.Atoi(f[2])
+	n1, err3 := strconv.Atoi(f[3])
+	n2, err4 := strconv.Atoi(f[4])
+	if f[4] == "" {
 		n2, err4 = -1, nil
 	}
-	if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || err5 != nil {
 		return marker{}
 	}
-	m := marker{kind: markPS1, seq: seq, status: st, ps2Len: n2, ps2Head: f[4]}
-	if head, ok := strings.CutSuffix(f[4], ":"+p.ps1Inner); ok && n1 == len(p.ps1) {
+	m := marker{kind: markPS1, seq: seq, status: st, opts: opts, ps2Len: n2, ps2Head: f[5]}
+	if head, ok := strings.CutSuffix(f[5], ":"+p.ps1Inner); ok && n1 == len(p.ps1) {
 		m.ps1Ours, m.ps2Head = true, head
 	}
 	return m

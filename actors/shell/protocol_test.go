@@ -31,19 +31,21 @@ func TestParseMarker(t *testing.T) {
 		body string
 		want marker
 	}{
-		{"7:0:" + n + ":23:" + head + ":" + p.ps1Inner, marker{kind: markPS1, seq: 7, ps1Ours: true, ps2Len: 23, ps2Head: head}},
-		{"12:130:" + n + "::" + ":" + p.ps1Inner, marker{kind: markPS1, seq: 12, status: 130, ps1Ours: true, ps2Len: -1}},         // PS2 unset
-		{"3:2:" + n + ":3:a:b:" + p.ps1Inner, marker{kind: markPS1, seq: 3, status: 2, ps1Ours: true, ps2Len: 3, ps2Head: "a:b"}}, // a colon in PS2
+		{"7:0:190:" + n + ":23:" + head + ":" + p.ps1Inner, marker{kind: markPS1, seq: 7, opts: 190, ps1Ours: true, ps2Len: 23, ps2Head: head}},
+		{"12:130:190:" + n + "::" + ":" + p.ps1Inner, marker{kind: markPS1, seq: 12, status: 130, opts: 190, ps1Ours: true, ps2Len: -1}},         // PS2 unset
+		{"3:2:190:" + n + ":3:a:b:" + p.ps1Inner, marker{kind: markPS1, seq: 3, status: 2, opts: 190, ps1Ours: true, ps2Len: 3, ps2Head: "a:b"}}, // a colon in PS2
 		// PS1 changed: another length, or the same length and other text.
-		{"3:2:9:2:> :" + p.ps1Inner, marker{kind: markPS1, seq: 3, status: 2, ps2Len: 2, ps2Head: "> :" + p.ps1Inner}},
-		{"3:2:" + n + ":2:> :" + strings.Replace(p.ps1Inner, "$?", "42", 1), marker{kind: markPS1, seq: 3, status: 2, ps2Len: 2,
+		{"3:2:199:9:2:> :" + p.ps1Inner, marker{kind: markPS1, seq: 3, status: 2, opts: 199, ps2Len: 2, ps2Head: "> :" + p.ps1Inner}},
+		{"3:2:0:" + n + ":2:> :" + strings.Replace(p.ps1Inner, "$?", "42", 1), marker{kind: markPS1, seq: 3, status: 2, ps2Len: 2,
 			ps2Head: "> :" + strings.Replace(p.ps1Inner, "$?", "42", 1)}},
 		{"c", marker{kind: markPS2}},
-		{"q:T0K:8:1:r::$ ", marker{kind: markQuery, token: "T0K", seq: 8, status: 1, ps1ReadOnly: true, prompt: "$ "}},
-		{"q:T0K:9:0::r: a:b ", marker{kind: markQuery, token: "T0K", seq: 9, ps2ReadOnly: true, prompt: " a:b "}},
-		{"q:T0K:x:0:::", marker{}},
-		{"q:T0K:1:x:::", marker{}},
-		{"q:T0K:1:0::", marker{}},
+		{"q:T0K:8:1:r::190:$ ", marker{kind: markQuery, token: "T0K", seq: 8, status: 1, ps1ReadOnly: true, opts: 190, prompt: "$ "}},
+		{"q:T0K:9:0::r:199eb: a:b ", marker{kind: markQuery, token: "T0K", seq: 9, ps2ReadOnly: true, opts: 199, extdebug: true, bracesAliased: true, prompt: " a:b "}},
+		{"q:T0K:9:0:::190p:", marker{kind: markQuery, token: "T0K", seq: 9, opts: 190}},
+		{"q:T0K:x:0::::", marker{}},
+		{"q:T0K:1:x::::", marker{}},
+		{"q:T0K:1:0:::e:", marker{}},
+		{"q:T0K:1:0:::", marker{}},
 		{"7:0:1:=", marker{}},
 		{"x:0:1:2:=", marker{}},
 		{`5:$?:${#PS1}:${PS2+${#PS2}}:${PS2+${PS2:1:19}}`, marker{}}, // promptvars off
@@ -54,7 +56,7 @@ func TestParseMarker(t *testing.T) {
 			t.Errorf("%q: got %+v, want %+v", c.body, got, c.want)
 		}
 	}
-	ours := p.parseMarker([]byte("1:0:" + n + ":" + strconv.Itoa(len(p.ps2)) + ":" + head + ":" + p.ps1Inner))
+	ours := p.parseMarker([]byte("1:0:190:" + n + ":" + strconv.Itoa(len(p.ps2)) + ":" + head + ":" + p.ps1Inner))
 	if !ours.ps1Ours || !p.ps2Ours(ours) {
 		t.Errorf("the protocol's own prompts are not recognised: %+v", ours)
 	}
@@ -128,7 +130,10 @@ func TestQueryTokens(t *testing.T) {
 		t.Fatalf("tokens %q %q", a, b)
 	}
 	line := string(p.queryLine(a))
-	if !strings.HasPrefix(line, `\`+p.queryName()+` "$?" `+a) || strings.HasPrefix(line, " ") {
+	if !strings.HasPrefix(line, `{ \`+p.queryName()+` "$?" `+a) || !strings.HasSuffix(line, "; } >/dev/null 2>&1\n") {
+		t.Fatalf("query line %q", line)
+	}
+	if line := string(p.queryLineSetting(a, "2", false)); !strings.HasPrefix(line, `\`+p.queryName()+` 2 `+a) || strings.Contains(line, "{") {
 		t.Fatalf("query line %q", line)
 	}
 	if fn := p.queryFunc(); !strings.Contains(fn, "readonly -f "+p.queryName()) || !strings.Contains(fn, ">/dev/pts/0") {

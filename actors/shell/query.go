@@ -23,12 +23,14 @@ func (a *Actor) querySetting(afterLine bool, status string) {
 	if c.begun {
 		mark = c.out.len()
 	}
-	line := a.proto.queryLineSetting(token, status)
+	grouped := !a.bash.plainQuery
+	line := a.proto.queryLineSetting(token, status, grouped)
 	if afterLine {
 		c.read.typed += len(line) // bash reads the query too before it answers
 	}
 	ex := a.write(stepQuery, line)
 	ex.token, ex.afterLine, ex.queryMark = token, afterLine, mark
+	ex.status, ex.grouped, ex.promptAt = status, grouped, mark
 	a.armStep(queryDeadline)
 }
 
@@ -66,6 +68,23 @@ func (a *Actor) queryDone(ctx actor.Context) {
 		a.lookAgain(stolenPause, &tick{kind: tickQueryStolen, c: c, n: ex.gen})
 		return
 	}
+	if len(ex.query) == 0 && len(ex.ps1) == 1 && ex.ps1[0].ps1Ours && a.extdebugSuspect(ex.ps1[0]) {
+		// bash came back to a prompt of ours without running the query:
+		// a DEBUG trap under extdebug skipped it.
+		a.outputSoFar().dropLinesWith(ex.queryMark, ex.token)
+		a.querySkipped(ctx)
+		return
+	}
+	if len(ex.query) == 0 && ex.grouped && !a.cur.incomplete && a.textStolen() == "" {
+		// No report from a query line in a group: an alias of `{` or `}`
+		// may have taken it apart. Asked again without the group.
+		a.bash.plainQuery = true
+		a.outputSoFar().dropLinesWith(ex.queryMark, ex.token)
+		stopped, promptAt := ex.stopped, ex.promptAt
+		a.querySetting(ex.afterLine, ex.status)
+		a.ex.stopped, a.ex.promptAt, a.ex.retried = stopped, promptAt, true
+		return
+	}
 	out := a.outputSoFar()
 	// What bash printed after its report is its prompt cycle (PROMPT_COMMAND,
 	// the query line's own prompt): not the command's.
@@ -83,6 +102,9 @@ func (a *Actor) queryDone(ctx actor.Context) {
 		why := "bash no longer reports the end of a command: a command changed its prompt (PS1, PS2, promptvars or standard error), " +
 			"and the runtime's status query failed too (it needs the builtins `builtin`, `local`, `printf`, `shopt`, `history`, " +
 			"`declare` and `return` enabled, no function named `builtin`, a free file descriptor, and typed text reaching bash as it is: no bind of its keys)"
+		if a.bash.extdebug {
+			why += ", or a DEBUG trap under `shopt -s extdebug` made bash skip it"
+		}
 		var taken []string
 		switch thief := a.textStolen(); {
 		case thief != "":
@@ -102,6 +124,7 @@ func (a *Actor) queryDone(ctx actor.Context) {
 	q := ex.query[0]
 	elsewhere := a.stderrElsewhere()
 	b := &a.bash
+	b.extdebug, b.optsSeen, b.plainQuery = q.extdebug, q.opts, q.bracesAliased
 	// The query's line was number q.seq: the line before it ran if that is
 	// one more than bash's number at the prompt it was typed at.
 	ran := !b.seqKnown || q.seq != b.seq
@@ -126,11 +149,22 @@ func (a *Actor) queryDone(ctx actor.Context) {
 	if len(cycle) > 0 && !out.endsWith(string(cycle)) && !out.endsWith(string(cycle)+junk) {
 		out.cycleBytes += int64(len(cycle))
 	}
+	// The prompt bash printed before the query was typed is not output:
+	// it ends where the query began, whatever a DEBUG trap printed for
+	// the query after it. (A query asked again printed it once more.)
+	trimPrompt := func() {
+		if ex.retried && out.cutBefore(ex.queryMark, junk) && out.cutBefore(ex.promptAt, junk) {
+			return
+		}
+		if !out.cutBefore(ex.promptAt, junk) {
+			out.trimSuffix(junk)
+		}
+	}
 	if !ex.afterLine {
 		if s := ex.stopped; s != nil {
 			// Asked after a command left waiting was stopped (or ended):
 			// its status, and the prompt it left behind is not output.
-			out.trimSuffix(junk)
+			trimPrompt()
 			a.tidyStopped(s.mark)
 			c.notes = append(c.notes, fmt.Sprintf(s.note, q.status))
 		}
@@ -139,7 +173,16 @@ func (a *Actor) queryDone(ctx actor.Context) {
 	}
 	// The prompt that bash printed after the line is not the command's
 	// output.
-	out.trimSuffix(junk)
+	trimPrompt()
+	if ex.retried {
+		// The query line in a group ran something else (an alias of `{`
+		// or `}`): $? is that command's now.
+		r := Result{FreshShell: c.fresh, StatusUnknown: true}
+		trailer := append(a.unrun(c), "[the exit status is unknown: an alias of `{` or `}` took the runtime's status query apart "+
+			"and ran in its place, so $? was no longer the command's when it was asked again]")
+		a.finish(ctx, c, a.render(c, &r, trailer))
+		return
+	}
 	if c.incomplete {
 		// Asked after SIGINT cancelled incomplete text.
 		a.finish(ctx, c, a.statusResult(c, q.status))
@@ -150,6 +193,37 @@ func (a *Actor) queryDone(ctx actor.Context) {
 		c.eval = true
 	}
 	a.lineAnswered(ctx, ran, q.status)
+}
+
+// extdebugSuspect reports whether bash may be skipping commands, by a PS1
+// marker of ours: a DEBUG trap that returns non-zero makes bash skip the
+// command it runs before, under shopt -s extdebug. Whether extdebug is on
+// is the status query's to say, and is known while BASHOPTS keeps the
+// length it had then.
+func (a *Actor) extdebugSuspect(m marker) bool {
+	return a.bash.extdebug || m.opts != a.bash.optsSeen
+}
+
+// querySkipped: bash came back from the status query to a prompt of ours
+// without running it. A DEBUG trap under shopt -s extdebug that returns
+// non-zero does that to every command: bash prints nothing and reports
+// status 0 for each, exit and `trap - DEBUG` included, so nothing typed can
+// reach it any more; the shell is reset.
+func (a *Actor) querySkipped(ctx actor.Context) {
+	const why = "bash skipped the runtime's status query: a DEBUG trap under `shopt -s extdebug` returned non-zero, " +
+		"and bash skips the command such a trap runs before. One that does so for every command leaves nothing typed able to reach bash " +
+		"(`exit`, `trap - DEBUG` and `shopt -u extdebug` would be skipped too, each with status 0 and no output)"
+	c := a.cur
+	if !a.ex.afterLine {
+		a.queryFailed(ctx, why)
+		return
+	}
+	a.flushCarry()
+	r := Result{FreshShell: c.fresh, ShellReset: true, StatusUnknown: true}
+	trailer := append(a.unrun(c), "["+why+"; this command may have been skipped as well (bash reports status 0 and prints nothing for a command it skips), "+
+		"so its status is unknown; the shell was reset]", resetNotice)
+	a.finish(ctx, c, a.render(c, &r, trailer))
+	a.reset(ResetBroken, why, nil)
 }
 
 // queryFailed resets a shell whose status query failed, for the reason

@@ -137,6 +137,7 @@ func (a *Actor) startProbe(ctx actor.Context, p *ptyproc.Probe) {
 	}
 	m := ex.ps1[len(ex.ps1)-1]
 	a.bash.seq, a.bash.seqKnown = m.seq, true
+	a.bash.optsSeen = m.opts // no command has run: extdebug is off
 	if ex.startLine < len(lines)-1 {
 		a.startLine(ex.startLine + 1)
 		return

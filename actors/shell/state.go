@@ -58,6 +58,14 @@ type bashState struct {
 	// needQuery: a command changed the prompt state; query before the
 	// next text.
 	needQuery bool
+	// extdebug is whether shopt extdebug was on, as the status query last
+	// found it, while BASHOPTS had the length optsSeen (see
+	// extdebugSuspect).
+	extdebug bool
+	optsSeen int
+	// plainQuery: `{` or `}` is an alias, so the status query's line is
+	// not a group (see queryLineSetting).
+	plainQuery bool
 }
 
 // step is what an exchange with bash is for.
@@ -111,6 +119,15 @@ type exchange struct {
 	// stopped: a query asked after a command left waiting was stopped or
 	// ended by itself (see interruptDone).
 	stopped *stoppedQuery
+	// status is what the query hands back as $?; grouped: its line was a
+	// group (see queryLineSetting).
+	status  string
+	grouped bool
+	// promptAt is the length of the output when the first query of the
+	// exchange began: bash's prompt before it ends there. retried: the
+	// query was asked again without the group.
+	promptAt int
+	retried  bool
 }
 
 // stoppedQuery is what a query after a stopped command says: note, with

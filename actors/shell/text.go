@@ -121,10 +121,12 @@ func (a *Actor) lineDone(ctx actor.Context) {
 		return
 	}
 	m := ex.ps1[0]
-	if !m.ps1Ours || a.opts.Config.VerifyStatus {
+	if !m.ps1Ours || a.opts.Config.VerifyStatus || a.extdebugSuspect(m) {
 		// PS1 has text of someone else's around the marker (an activation
 		// script): bash printed it after the line. Ask, to know it. Or
 		// the configuration trusts no marker a command could have printed.
+		// Or bash may be skipping commands (extdebugSuspect): the query
+		// says whether extdebug is on, and is skipped itself if so.
 		a.query(true)
 		return
 	}
