@@ -383,7 +383,7 @@ func (t *task) killStep(ctx actor.Context, m *killTick) {
 	// Even SIGKILL did not bring the terminal back to ready (a program that
 	// is gone but whose shell does not prompt): let go of the terminal.
 	ctx.Send(t.start.Terminal, &terminal.Release{TaskID: t.id})
-	t.event(ctx, &terminal.TaskEvent{TaskID: t.id, Done: true, Ready: terminal.Readiness{Reason: terminal.ReadyKilled, Detail: "the terminal did not become ready after SIGKILL; its reservation was released"}})
+	t.event(ctx, &terminal.TaskEvent{TaskID: t.id, Done: true, Ready: terminal.Readiness{Reason: terminal.ReadyKilled, Detail: "the terminal was not proven ready after SIGINT, SIGTERM and SIGKILL: what its program is doing, and whether its line editor still holds part of the task's input, is not known; the task let go of the terminal"}})
 }
 
 func (t *task) stopTimers() {

@@ -106,8 +106,8 @@ func Specs(cfg terminal.Config) []toolargs.Spec {
 			Description: "Collect a background task's output that you have not seen yet, and whether it has finished; " +
 				"wait_ms waits for it to finish or to print something new."},
 		{Name: ToolKill, Schema: toolargs.Schema[KillArgs](),
-			Description: "Stop a background task: SIGINT to its terminal's foreground program, then SIGTERM and SIGKILL if it does not stop. " +
-				"Frees the terminal."},
+			Description: "Stop a background task: the rest of its text is not typed, and its terminal's foreground program gets SIGINT, then SIGTERM and SIGKILL if it does not stop. " +
+				"Answers once the program is proven back at its input with nothing of the task's text left (prompt or stdin_read), or says that the state is not known (unknown, killed). Frees the terminal."},
 		{Name: ToolList, Schema: toolargs.Schema[terminal.NoArgs](),
 			Description: "List your background tasks with their terminals and state."},
 	}

@@ -65,9 +65,11 @@ type Actor struct {
 	waiters                []*waiter
 	holder                 *holder
 	closing                *closing
-	// held is a task_kill SIGINT waiting for the program to take the text
-	// the task typed.
+	// held is a cancelled send's SIGINT waiting for the program to take
+	// the text the send typed.
 	held *heldSignal
+	// kill is task_kill's interrupt of the task that holds the terminal.
+	kill *taskKill
 	// promptCheck: the default shell's prompt marker came and a probe looks
 	// whether bash has entered its line editor yet.
 	promptCheck *promptCheck
@@ -148,6 +150,14 @@ func (a *Actor) Receive(ctx actor.Context) {
 		if m.c == a.promptCheck && a.proc != nil {
 			a.proc.Probe(m.c, true)
 		}
+	case *killRetry:
+		if m.k == a.kill && a.proc != nil {
+			a.probeKill(m.k)
+		}
+	case *feedRetry:
+		if h := a.holder; h != nil && h.feed == m.f && a.proc != nil {
+			a.proc.Probe(m.f, false)
+		}
 	case *heldRetry:
 		if m.h == a.held && a.proc != nil {
 			a.proc.Probe(m.h, true)
@@ -155,6 +165,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *Release:
 		if a.holder != nil && a.holder.id == m.TaskID {
 			a.dropWaiters(func(w *waiter) bool { return w.kind == waitTask })
+			a.stopKill()
+			a.stopFeed()
 			a.readPos = max(a.readPos, a.holder.sent) // what it was given was the task's
 			a.holder = nil
 		}
@@ -180,6 +192,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 		switch tag := m.Tag.(type) {
 		case *heldSignal:
 			a.heldProbed(m, tag)
+		case *taskKill:
+			a.killProbed(ctx, m, tag)
+		case *taskFeed:
+			a.feedProbed(m, tag)
 		case *promptCheck:
 			a.promptProbed(ctx, m, tag)
 		default:
@@ -278,6 +294,8 @@ func (a *Actor) teardown(ctx actor.Context, why string) {
 	}
 	a.promptCheck = nil
 	a.dropHeld()
+	a.stopKill()
+	a.stopFeed()
 	for _, w := range a.waiters {
 		if w.timer != nil {
 			w.timer.Stop()
@@ -314,7 +332,7 @@ func (a *Actor) release() {
 		a.hist = newHistory(a.hist.limit)
 	}
 	a.answered, a.lost, a.carried = nil, LostOutput{}, LostOutput{}
-	a.waiters, a.holder, a.closing, a.held, a.promptCheck, a.groupCPU = nil, nil, nil, nil, nil, nil
+	a.waiters, a.holder, a.closing, a.held, a.kill, a.promptCheck, a.groupCPU = nil, nil, nil, nil, nil, nil, nil
 	a.stream = nil
 }
 

@@ -23,8 +23,15 @@
 //   - exited: the program ended; its status comes with it.
 //
 // A result that waited for nothing (wait_ms 0, a signal, a resize) says
-// running; a background task that task_kill could not bring back to ready
-// even with SIGKILL ends as killed. The set is closed: ReadyReason.
+// running. A background task that task_kill stops ends prompt or stdin_read
+// only on proof that its program took the signal and is back at its input
+// with nothing of the task's text left (see taskKill); unknown when the
+// program came back reading without a word; killed when not even SIGKILL
+// brought it back. The set is closed: ReadyReason.
+//
+// A background task types its text a piece at a time, the next once the
+// program has read the last (see taskFeed), so that a kill has little to
+// take back.
 //
 // # The send reservation
 //
@@ -60,8 +67,8 @@
 // with a *messages.ToolResult to its sender) and Describe (answered with an
 // *Info). From a background task: Reserve (answered with *Reserved or
 // *Busy), Interrupt and Release; to it, *TaskEvent. From its process and
-// timers: the ptyproc messages, *waitproof.Tick, and its own deadline and
-// grace ticks. Anything else is logged as unexpected.
+// timers: the ptyproc messages, *waitproof.Tick, and its own deadline,
+// grace, feed and kill ticks. Anything else is logged as unexpected.
 //
 // # Lifetime and goroutines
 //

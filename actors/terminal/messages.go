@@ -146,6 +146,11 @@ const (
 	// ReadyRunning: nothing was waited for (a read with wait_ms 0, a
 	// signal, a resize) and the program is not known to be idle.
 	ReadyRunning ReadyReason = "running"
+	// ReadyUnknown: task_kill's signal was taken and the program is
+	// reading the terminal again, but it printed nothing since, so
+	// whether it acted on the signal (and what its line editor holds) is
+	// not known.
+	ReadyUnknown ReadyReason = "unknown"
 	// ReadyKilled: task_kill went through SIGKILL and the terminal still
 	// did not become ready; the task let go of it.
 	ReadyKilled ReadyReason = "killed"

@@ -130,16 +130,25 @@ func (a *Actor) dropWaiters(match func(*waiter) bool) {
 }
 
 // resolveAll ends every wait with r.
+// A task still typing, or being killed, waits on (see taskHolds).
 func (a *Actor) resolveAll(ctx actor.Context, r Readiness) {
 	ws := a.waiters
 	a.waiters = nil
-	a.wait.Stop()
-	a.lastReady = r.Reason
 	for _, w := range ws {
+		if a.taskHolds(w, r) {
+			a.waiters = append(a.waiters, w)
+			continue
+		}
+		a.lastReady = r.Reason
 		if w.timer != nil {
 			w.timer.Stop()
 		}
 		a.answer(ctx, w, r)
+	}
+	if len(a.waiters) == 0 {
+		a.wait.Stop()
+	} else {
+		a.wait.Again()
 	}
 }
 
@@ -147,7 +156,11 @@ func (a *Actor) resolveAll(ctx actor.Context, r Readiness) {
 func (a *Actor) answer(ctx actor.Context, w *waiter, r Readiness) {
 	switch w.kind {
 	case waitTask:
+		if k := a.kill; k != nil && k.taskID == w.callID {
+			a.stopKill()
+		}
 		if h := a.holder; h != nil && h.id == w.callID {
+			a.stopFeed()
 			a.feedTask(ctx)
 			ctx.Send(h.subscriber, &TaskEvent{TaskID: w.callID, Done: true, Ready: r})
 			// What the task had is the task's (task_output returns it): a
@@ -198,14 +211,16 @@ func readyLine(r Readiness) string {
 // tracker told.
 func (a *Actor) output(ctx actor.Context, data []byte) {
 	a.wait.Output()
+	marker := false
 	if a.stream == nil {
 		a.hist.write(data)
 	} else {
 		a.stream.Feed(data, a.hist.write, func(_, _ []byte) bool {
-			a.promptIdle, a.promptSeen = true, false
+			a.promptIdle, a.promptSeen, marker = true, false, true
 			return true
 		})
 	}
+	a.killOutput(marker)
 	a.feedTask(ctx)
 	if a.promptIdle && len(a.waiters) > 0 && a.promptCheck == nil {
 		a.promptCheck = &promptCheck{until: time.Now().Add(promptCheckMax)}

@@ -14,8 +14,9 @@ import (
 	"github.com/dsh-actors/dsh-actors/messages"
 )
 
-// heldSignal is a task_kill SIGINT held back until the terminal's program
-// has taken the text the task typed: no input pending, and the program
+// heldSignal is the SIGINT of a cancelled terminal_send, held back until
+// the terminal's program has taken the text the send typed (task_kill has a
+// protocol of its own: taskKill): no input pending, and the program
 // either back reading the terminal or no longer in the foreground. (A shell without job control keeps the
 // foreground while its command runs: there the bound decides.) A line editor keeps typed-ahead bytes of its
 // own that no signal clears, so a SIGINT that lands while it works through
@@ -23,12 +24,11 @@ import (
 // found). A command the shell forked is signalled once it has executed
 // its program. Held at most heldSignalMax.
 type heldSignal struct {
-	taskID string
+	taskID string // the send's call id
 	until  time.Time
 	timer  *time.Timer
-	// send: the SIGINT of a terminal_send cancelled while it waited
-	// (taskID is then the send's call id); it goes only while nobody
-	// holds the terminal.
+	// send is always set: the SIGINT goes only while nobody holds the
+	// terminal.
 	send bool
 }
 
@@ -44,6 +44,8 @@ type holder struct {
 	since      time.Time
 	subscriber *actor.PID
 	sent       int64 // history offset up to which the task has its output
+	// feed is a task's input not typed yet (see taskFeed).
+	feed *taskFeed
 }
 
 // busy describes who holds the reservation.
@@ -223,7 +225,7 @@ func (a *Actor) reserve(ctx actor.Context, m *Reserve) {
 	r := a.reserved(m.TaskID, m.CallID)
 	ctx.Respond(r)
 	a.holder = &holder{id: m.TaskID, task: true, since: time.Now(), subscriber: m.Subscriber, sent: r.Offset}
-	a.type_(m.Input)
+	a.startFeed(m.Input)
 	a.addWaiter(ctx, &waiter{kind: waitTask, callID: m.TaskID}, 0)
 }
 
@@ -243,29 +245,6 @@ func (a *Actor) reserved(taskID, callID string) *Reserved {
 	data, _ := json.Marshal(map[string]any{"task_id": taskID, "terminal_id": a.opts.ID, "running": true})
 	text, _, _ := p.render(a.opts.Config.MaxResultBytes - len(data))
 	return &Reserved{Offset: end, Text: text, Data: data}
-}
-
-// interrupt signals the foreground group for task_kill. SIGINT waits until
-// the task's text was taken (see heldSignal). SIGTERM and SIGKILL never go
-// to the terminal's own program at its input: the command is over, and it
-// is the task's end that has not been seen yet.
-func (a *Actor) interrupt(m *Interrupt) {
-	h := a.holder
-	if h == nil || h.id != m.TaskID || a.proc == nil || a.exit != nil {
-		return
-	}
-	if m.Sig == syscall.SIGINT {
-		a.dropHeld()
-		a.held = &heldSignal{taskID: m.TaskID, until: time.Now().Add(heldSignalMax)}
-		a.proc.Probe(a.held, true)
-		return
-	}
-	if fg, err := a.proc.ForegroundGroup(); err == nil && fg == a.proc.PID() {
-		if w, err := procfs.TTYWait(fg, a.proc.TTYName()); err == nil && w.State == procfs.WaitingInput && w.PID == fg {
-			return
-		}
-	}
-	_ = a.proc.Signal(m.Sig)
 }
 
 func (a *Actor) heldProbed(p *ptyproc.Probe, h *heldSignal) {
@@ -290,8 +269,6 @@ func (a *Actor) heldProbed(p *ptyproc.Probe, h *heldSignal) {
 		// a SIGINT would still reach a shell at its prompt, and bash may
 		// then drop the next line typed or end the next wait early.)
 		a.sendInterrupt()
-	case !h.send && a.holder != nil && a.holder.id == h.taskID && a.exit == nil:
-		_ = a.proc.Signal(syscall.SIGINT)
 	}
 }
 

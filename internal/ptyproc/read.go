@@ -4,11 +4,13 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
+	"github.com/dsh-actors/dsh-actors/internal/sigstate"
 )
 
 // Output is a chunk of program output. Data is only valid until Release.
@@ -77,6 +79,18 @@ type Probe struct {
 	// a signal now meets the shell's own handler). Only filled in by
 	// ProbeForeground.
 	ForegroundForked bool
+	// SignalPending: the signal ProbeSignal asked about is still pending
+	// (sent and not taken yet, or blocked) for the foreground group's
+	// leader or for the member the wait names. SignalIgnored: that member
+	// (the leader when the wait names none) ignores it. Only filled in by
+	// ProbeSignal.
+	SignalPending, SignalIgnored bool
+	// GroupLeader is what the foreground group's leader is doing (Leader
+	// when that is the session leader); only filled in by ProbeSignal. A
+	// leader blocked in a system call is not between a select that said
+	// "readable" and its read, where input flushed from under it would
+	// leave it blocked in the read.
+	GroupLeader procfs.Syscall
 	// Err is set when the state could not be read.
 	Err error
 }
@@ -89,9 +103,10 @@ type request struct {
 	kind  requestKind
 	tag   any
 	data  []byte
-	modes bool // restore the terminal modes before writing data
-	wait  bool // a probe that also asks procfs.TTYWait
-	fg    bool // a probe that also fills in ForegroundForked
+	modes bool           // restore the terminal modes before writing data
+	wait  bool           // a probe that also asks procfs.TTYWait
+	fg    bool           // a probe that also fills in ForegroundForked
+	sig   syscall.Signal // a probe that also fills in SignalPending
 }
 
 type requestKind int
@@ -150,6 +165,15 @@ func (p *Process) Probe(tag any, wait bool) {
 // (Probe.ForegroundForked), for a caller about to signal it.
 func (p *Process) ProbeForeground(tag any) {
 	p.submit(request{kind: reqProbe, tag: tag, fg: true})
+}
+
+// ProbeSignal is ProbeForeground with the wait (as Probe with wait set),
+// for a caller that has signalled the foreground group: it also says
+// whether sig is still pending there, or ignored (Probe.SignalPending,
+// Probe.SignalIgnored). A member seen blocked reading the terminal with sig
+// no longer pending has taken the signal and come back to its read.
+func (p *Process) ProbeSignal(tag any, sig syscall.Signal) {
+	p.submit(request{kind: reqProbe, tag: tag, wait: true, fg: true, sig: sig})
 }
 
 // readLoop is the one goroutine that reads the master. Every chunk, every
@@ -260,7 +284,7 @@ func (p *Process) serve() bool {
 			}
 			p.Write(r.data)
 		case reqProbe:
-			pr, open := p.probe(r.tag, r.wait, r.fg)
+			pr, open := p.probe(r)
 			if !open {
 				return false
 			}
@@ -308,12 +332,19 @@ func (p *Process) readChunk() bool {
 // written before the look has been delivered (reading flushes the kernel's
 // pending buffer work first, n_tty_read). Output found by that read is
 // delivered and the look taken again, a few times.
-func (p *Process) probe(tag any, wait, fg bool) (*Probe, bool) {
+func (p *Process) probe(r request) (*Probe, bool) {
 	for again := 0; ; again++ {
-		pr := &Probe{Proc: p, Tag: tag}
-		p.look(pr, wait)
-		if fg && pr.Err == nil && pr.Pgrp != p.pid {
+		pr := &Probe{Proc: p, Tag: r.tag}
+		p.look(pr, r.wait)
+		if r.fg && pr.Err == nil && pr.Pgrp != p.pid {
 			pr.ForegroundForked = p.forkedLeader(pr.Pgrp)
+		}
+		if r.sig != 0 && pr.Err == nil {
+			pr.Err = p.signalState(pr, r.sig)
+			pr.GroupLeader = pr.Leader
+			if pr.Err == nil && pr.Pgrp != p.pid {
+				pr.GroupLeader, pr.Err = groupLeader(pr.Pgrp)
+			}
 		}
 		if !p.tryCredit() {
 			return pr, !p.closing.Load() // output still held by the receiver
@@ -369,6 +400,37 @@ func (p *Process) look(pr *Probe, wait bool) {
 	if wait {
 		pr.Wait, pr.Err = procfs.TTYWait(pgrp, p.ttyName)
 	}
+}
+
+// signalState fills in SignalPending and SignalIgnored (see Probe).
+func (p *Process) signalState(pr *Probe, sig syscall.Signal) error {
+	who := []int{pr.Pgrp}
+	if pr.Wait.PID != 0 && pr.Wait.PID != pr.Pgrp {
+		who = append(who, pr.Wait.PID)
+	}
+	for i, pid := range who {
+		pending, ignored, err := sigstate.Pending(pid, sig)
+		if err != nil {
+			if i == 0 && pr.Wait.PID != 0 {
+				continue // the leader is gone; the member that waits decides
+			}
+			return err
+		}
+		pr.SignalPending = pr.SignalPending || pending
+		if pid == pr.Wait.PID || pr.Wait.PID == 0 {
+			pr.SignalIgnored = ignored
+		}
+	}
+	return nil
+}
+
+func groupLeader(pgrp int) (procfs.Syscall, error) {
+	r, err := procfs.OpenSyscall(pgrp)
+	if err != nil {
+		return procfs.Syscall{}, err
+	}
+	defer r.Close()
+	return r.Read()
 }
 
 // forkedLeader reports whether process pgrp is a child of the session

@@ -201,3 +201,32 @@ func Ignores(pid int, sig syscall.Signal) (bool, error) {
 	}
 	return sig >= 1 && sig < 64 && ign&(1<<(sig-1)) != 0, nil
 }
+
+// Pending reports whether sig is pending for process pid (sent to it or to
+// its group and not taken yet, or blocked), and whether pid ignores it.
+// Both come from one read of /proc/PID/status: SigPnd (the main thread's)
+// and ShdPnd (the process's), and SigIgn. A process seen blocked in a
+// system call while a caught signal was sent before the look has taken it:
+// the signal woke it, so it was not blocked meanwhile.
+func Pending(pid int, sig syscall.Signal) (pending, ignored bool, err error) {
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false, false, fmt.Errorf("sigstate: %w", err)
+	}
+	if sig < 1 || sig > 64 {
+		return false, false, fmt.Errorf("sigstate: no signal %d", sig)
+	}
+	bit := uint64(1) << (sig - 1)
+	for _, field := range []string{"SigPnd", "ShdPnd"} {
+		m, err := statusMask(status, field)
+		if err != nil {
+			return false, false, err
+		}
+		pending = pending || m&bit != 0
+	}
+	ign, err := statusMask(status, "SigIgn")
+	if err != nil {
+		return false, false, err
+	}
+	return pending, ign&bit != 0, nil
+}

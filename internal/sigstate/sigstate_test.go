@@ -139,3 +139,42 @@ func TestTestProcessIsClean(t *testing.T) {
 		t.Errorf("after testkit.Main: %s", st)
 	}
 }
+
+// Pending sees a signal sent and not taken (blocked), and an ignored one.
+func TestPendingSeesBlockedAndIgnoredSignals(t *testing.T) {
+	py := testkit.Python3(t)
+	cmd := exec.Command(py, "-c", `import signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+print("ready", flush=True)
+sys.stdin.read()`)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); _ = cmd.Wait() }()
+	buf := make([]byte, 6)
+	if _, err := out.Read(buf); err != nil || string(buf) != "ready\n" {
+		t.Fatalf("%q %v", buf, err)
+	}
+	pid := cmd.Process.Pid
+	if pending, _, err := sigstate.Pending(pid, syscall.SIGUSR1); err != nil || pending {
+		t.Fatalf("before the signal: pending %v, %v", pending, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	if pending, ignored, err := sigstate.Pending(pid, syscall.SIGUSR1); err != nil || !pending || ignored {
+		t.Fatalf("blocked SIGUSR1: pending %v ignored %v, %v", pending, ignored, err)
+	}
+	if pending, ignored, err := sigstate.Pending(pid, syscall.SIGINT); err != nil || pending || !ignored {
+		t.Fatalf("ignored SIGINT: pending %v ignored %v, %v", pending, ignored, err)
+	}
+}
