@@ -174,3 +174,13 @@ func TestABraceAliasCannotAnswerForTheQuery(t *testing.T) {
 	bash(t, h, "a", "unalias '{'")
 	wantText(t, bash(t, h, "a", "PS1='y '; echo $X"), "kept\n")
 }
+
+// A read-only PROMPT_COMMAND cannot be set aside and runs for the status
+// query's prompt too: what it prints then shows as output, not in a notice.
+func TestAReadOnlyPromptCommandThatPrintsIsShown(t *testing.T) {
+	h := newHost(t, nil)
+	bash(t, h, "a", `readonly PROMPT_COMMAND='n=$((n+1)); echo "prompt $n"; PS1="\$ "'`)
+	for i := range 3 {
+		wantText(t, bash(t, h, "a", "echo one"), fmt.Sprintf("one\nprompt %d\nprompt %d\n", 2*i+3, 2*i+4))
+	}
+}

@@ -1,6 +1,7 @@
 package shell
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"syscall"
@@ -145,9 +146,16 @@ func (a *Actor) queryDone(ctx actor.Context) {
 	// The cycle after the query repeats the one after the command (the
 	// same PROMPT_COMMAND output, the same prompt, or less of it): nothing
 	// is lost. Otherwise (a prompt that changes every time, a job printing
-	// just then) the notice counts what was left out.
+	// just then, a PROMPT_COMMAND that could not be set aside printing
+	// something new) what it printed before a prompt like the one
+	// reported is output, and the rest is counted in a notice.
+	var shown []byte
 	if len(cycle) > 0 && !out.endsWith(string(cycle)) && !out.endsWith(string(cycle)+junk) {
-		out.cycleBytes += int64(len(cycle))
+		if body, ok := bytes.CutSuffix(cycle, []byte(junk)); ok {
+			shown = body
+		} else {
+			out.cycleBytes += int64(len(cycle))
+		}
 	}
 	// The prompt bash printed before the query was typed is not output:
 	// it ends where the query began, whatever a DEBUG trap printed for
@@ -168,12 +176,14 @@ func (a *Actor) queryDone(ctx actor.Context) {
 			a.tidyStopped(s.mark)
 			c.notes = append(c.notes, fmt.Sprintf(s.note, q.status))
 		}
+		out.write(shown)
 		a.next(ctx)
 		return
 	}
 	// The prompt that bash printed after the line is not the command's
 	// output.
 	trimPrompt()
+	out.write(shown)
 	if ex.retried {
 		// The query line in a group ran something else (an alias of `{`
 		// or `}`): $? is that command's now.
