@@ -46,6 +46,14 @@ func (a *Actor) ticked(ctx actor.Context, t *tick) {
 			a.finish(ctx, c, Result{TimedOut: true, IsError: true, Text: gateTimeout(c, a.opts.Gate.Slots())})
 			return
 		}
+		if a.proc == nil {
+			// Admitted, and waiting for the session of the shell reset
+			// before it to be gone (oldShellGone): no shell of its own
+			// yet, so nothing of it ran, and there is none to stop.
+			a.passNotesOn(c)
+			a.finish(ctx, c, Result{TimedOut: true, IsError: true, NotRun: true, Text: oldShellTimeout(c)})
+			return
+		}
 		a.beginTimeout(c)
 	case tickReprobe:
 		if t.n == a.ex.gen && a.proc != nil {
@@ -118,6 +126,17 @@ func (a *Actor) stopTimer(t **time.Timer) {
 }
 
 // gateTimeout is the answer to a call whose time ran out at the gate.
+// oldShellTimeout says that call c's time ran out before its shell could
+// start.
+func oldShellTimeout(c *call) string {
+	limit := ""
+	if c.args.TimeoutMs > c.timeout.Milliseconds() {
+		limit = fmt.Sprintf(" (the configured limit; %d ms was asked for)", c.args.TimeoutMs)
+	}
+	return fmt.Sprintf("[timed out after %d ms%s before a fresh shell could start for it: the processes of the shell reset before it "+
+		"were still being ended, so nothing of it was typed; the next call starts the fresh shell]", c.timeout.Milliseconds(), limit)
+}
+
 func gateTimeout(c *call, slots int) string {
 	limit := ""
 	if c.args.TimeoutMs > c.timeout.Milliseconds() {
