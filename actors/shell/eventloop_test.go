@@ -64,3 +64,30 @@ asyncio.run(main())"`, false, []string{"ready?"}},
 		t.Fatalf("a working relay: %+v", res)
 	}
 }
+
+// A wait with a timeout of its own is waited out only when it may be a timed
+// prompt: a program that redraws each time its wait times out (a clock, top
+// every 3 s) or that set terminal modes of its own (top, vim: a full-screen
+// program waiting for keys) is waiting for input at once, not held until
+// the call's time runs out.
+func TestPeriodicDisplaysAreNotWaitedOut(t *testing.T) {
+	h := newHost(t, func(c *config.Config) { c.Bash.TimeoutMs = 30000 })
+	py := testkit.Python3(t)
+	for _, c := range []struct{ name, command, contains string }{
+		{"redraws", py + ` -c "import select
+while True:
+    select.select([0], [], [], 1.2)
+    print('tick', flush=True)"`, "tick"},
+		{"top", "TERM=xterm top -d 3", "load average"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res := bash(t, h, "a", c.command)
+			if !res.WaitingForInput || res.TimedOut || !strings.Contains(res.Text, c.contains) {
+				t.Fatalf("want waiting for input, got %+v", res)
+			}
+			if next := bash(t, h, "a", "echo next"); !strings.HasSuffix(next.Text, "next\n") || next.ShellReset {
+				t.Fatalf("the next call: %+v", next)
+			}
+		})
+	}
+}

@@ -109,6 +109,9 @@ type exchange struct {
 	intr *interrupt
 	// reprobes counts the probes of ours taken again.
 	reprobes int
+	// waitedOut is the last wait with a timeout of its own waited out (see
+	// waitOut).
+	waitedOut *waitedOut
 	// stopped: SIGCONT was sent to a stopped bash in this exchange.
 	continued bool
 	// stolenLooks counts the looks for a program that took the line.

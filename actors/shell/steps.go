@@ -180,13 +180,36 @@ const timedWaitSlack = 250 * time.Millisecond
 // The looks start again once the timeout has passed (another wait may
 // follow); bash's prompt ends the exchange as ever. It reports whether the
 // wait is waited out.
+//
+// Not every wait with a timeout is a timed prompt. A program that set
+// terminal modes of its own (top, vim: a full-screen program reading keys)
+// waits for keys at once; so does one that printed while its last wait was
+// waited out and waits so again (a clock, top redrawing every 3 s), which
+// would otherwise hold the call until its time ran out.
 func (a *Actor) waitOut(w procfs.Wait) bool {
 	if w.Timeout <= 0 || time.Until(a.cur.deadline)-w.Timeout < timedWaitSlack {
 		return false
 	}
+	if own, err := a.proc.ModesChanged(); err != nil || own {
+		return false
+	}
+	ex := &a.ex
+	out := a.outputSoFar().len()
+	if o := ex.waitedOut; o != nil && o.pid == w.PID && o.syscall == w.Syscall && o.out != out {
+		return false
+	}
+	ex.waitedOut = &waitedOut{pid: w.PID, syscall: w.Syscall, out: out}
 	a.wait.Stop()
 	a.armStep(w.Timeout + waitproof.First)
 	return true
+}
+
+// waitedOut is the wait last waited out in an exchange: whose, and the
+// length of the call's output when it began.
+type waitedOut struct {
+	pid     int
+	syscall string
+	out     int
 }
 
 // A marker's probe that found bash still on its way to the prompt is taken
