@@ -215,6 +215,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 			if m.Proc == a.proc {
 				a.interruptWithdrawn(t, m)
 			}
+		} else if t, ok := m.Tag.(writersProbe); ok {
+			if m.Proc == a.proc {
+				a.writersProbed(ctx, t, m)
+			}
 		} else if m.Proc == a.proc {
 			a.probed(ctx, m)
 		}

@@ -123,7 +123,7 @@ func (a *Actor) queryDone(ctx actor.Context) {
 		return
 	}
 	q := ex.query[0]
-	elsewhere := a.stderrElsewhere()
+	elsewhere, piped := a.bashStderr()
 	b := &a.bash
 	b.extdebug, b.optsSeen, b.plainQuery = q.extdebug, q.opts, q.bracesAliased
 	// The query's line was number q.seq: the line before it ran if that is
@@ -131,6 +131,7 @@ func (a *Actor) queryDone(ctx actor.Context) {
 	ran := !b.seqKnown || q.seq != b.seq
 	b.seq, b.seqKnown = q.seq+1, true
 	b.ps1Stuck = q.ps1ReadOnly || elsewhere
+	b.promptPiped = piped
 	b.ps2Foreign = q.ps2ReadOnly
 	// The query line's own prompt (PS1 is ours again unless it is stuck)
 	// tells whether PROMPT_COMMAND changed PS2 again.

@@ -49,6 +49,12 @@ type bashState struct {
 	seqKnown bool
 	// readline: bash was last seen reading with readline (set -o vi/emacs).
 	readline bool
+	// outputPiped: bash's output or error was a pipe at the last look
+	// (exec > >(tee log)); see writers.go.
+	outputPiped bool
+	// promptPiped: bash's stderr, where it prints its prompt, is a pipe:
+	// its prompts come through the pipe's reader, late (see marker).
+	promptPiped bool
 	// ps1Stuck: bash's prompt cannot carry the marker (PS1 read-only, or
 	// stderr is not the terminal): every line ends with a status query.
 	ps1Stuck bool
@@ -155,6 +161,8 @@ type call struct {
 	notes    []string
 	before   collector // output since the previous call
 	out      collector
+	// writers is the wait for the writers of bash's output (see writers.go).
+	writers *writersState
 	// begun: the first line was typed; output goes to out.
 	begun bool
 	// lines are the text's lines; next is the next one to type; eval: the

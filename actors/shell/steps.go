@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,6 +34,13 @@ import (
 // `echo "$PS1"`) is left out and counted in a notice.
 func (a *Actor) marker(ctx actor.Context, m marker, raw []byte) {
 	ex := &a.ex
+	if m.kind == markPS1 && m.ps1Ours && a.bash.promptPiped {
+		// bash prints its prompt into the pipe its stderr goes to (exec
+		// 2> >(tee log)), whose reader copies it to the terminal at its own
+		// pace: it answers nothing (the status query does), and it is no
+		// output of anyone's.
+		return
+	}
 	if a.cur == nil || !ex.flushed {
 		switch {
 		case m.kind == markPS1 && a.waiting != nil:
@@ -275,11 +283,11 @@ func (a *Actor) stdinGone(ctx actor.Context, p *ptyproc.Probe) bool {
 	return true
 }
 
-// stderrElsewhere reports whether bash's stderr, where it prints its prompt,
-// is not the terminal.
-func (a *Actor) stderrElsewhere() bool {
+// bashStderr says where bash's stderr, where it prints its prompt, goes:
+// elsewhere than the terminal, and to a pipe (exec 2> >(tee log)).
+func (a *Actor) bashStderr() (elsewhere, piped bool) {
 	out, err := os.Readlink("/proc/" + strconv.Itoa(a.proc.PID()) + "/fd/2")
-	return err != nil || out != a.proc.TTYName()
+	return err != nil || out != a.proc.TTYName(), err == nil && strings.HasPrefix(out, "pipe:[")
 }
 
 // textStolen names a program other than bash, started from it, that reads

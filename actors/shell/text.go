@@ -256,6 +256,9 @@ func (a *Actor) notePS2(c *call, m marker) {
 // textDone: every line of the text is typed and answered.
 func (a *Actor) textDone(ctx actor.Context) {
 	c := a.cur
+	if a.awaitWriters(c) {
+		return
+	}
 	r, trailer := ranResult(c)
 	if !c.ran {
 		zero := 0 // blank text, or lines that all ran nothing

@@ -21,6 +21,7 @@ const (
 	// tickQueryStolen: another look for a program that took the status
 	// query.
 	tickQueryStolen
+	tickWriters // another look at the writers of bash's output
 )
 
 type tick struct {
@@ -55,6 +56,10 @@ func (a *Actor) ticked(ctx actor.Context, t *tick) {
 			return
 		}
 		a.beginTimeout(c)
+	case tickWriters:
+		if a.proc != nil {
+			a.proc.ProbeWriters(writersProbe{c})
+		}
 	case tickReprobe:
 		if t.n == a.ex.gen && a.proc != nil {
 			a.proc.Probe(probeTag{a.ex.gen}, false)

@@ -91,6 +91,14 @@ type Probe struct {
 	// "readable" and its read, where input flushed from under it would
 	// leave it blocked in the read.
 	GroupLeader procfs.Syscall
+	// Writers are the processes that copy the session leader's standard
+	// output or error to the terminal through a pipe (exec > >(tee log)),
+	// and whether each has copied all it was given. Only filled in by
+	// ProbeWriters; empty when the leader's output is not a pipe.
+	Writers []procfs.PipeReader
+	// OutputPiped: the session leader's standard output or error is a
+	// pipe. Only filled in by ProbeWriters.
+	OutputPiped bool
 	// Err is set when the state could not be read.
 	Err error
 }
@@ -107,6 +115,8 @@ type request struct {
 	wait  bool           // a probe that also asks procfs.TTYWait
 	fg    bool           // a probe that also fills in ForegroundForked
 	sig   syscall.Signal // a probe that also fills in SignalPending
+	// writers: a probe that also fills in Writers
+	writers bool
 }
 
 type requestKind int
@@ -174,6 +184,14 @@ func (p *Process) ProbeForeground(tag any) {
 // no longer pending has taken the signal and come back to its read.
 func (p *Process) ProbeSignal(tag any, sig syscall.Signal) {
 	p.submit(request{kind: reqProbe, tag: tag, wait: true, fg: true, sig: sig})
+}
+
+// ProbeWriters is Probe that also lists the processes that copy the session
+// leader's output to the terminal through a pipe, and whether they are idle
+// (Probe.Writers): with all of them idle and Drained, every byte the leader
+// wrote before the look has been delivered.
+func (p *Process) ProbeWriters(tag any) {
+	p.submit(request{kind: reqProbe, tag: tag, writers: true})
 }
 
 // readLoop is the one goroutine that reads the master. Every chunk, every
@@ -335,6 +353,14 @@ func (p *Process) readChunk() bool {
 func (p *Process) probe(r request) (*Probe, bool) {
 	for again := 0; ; again++ {
 		pr := &Probe{Proc: p, Tag: r.tag}
+		if r.writers {
+			// Before the look: a writer seen idle has written all it read
+			// to the terminal, which the read after the look delivers.
+			if pipes := procfs.OutputPipes(p.pid); len(pipes) > 0 {
+				pr.OutputPiped = true
+				pr.Writers, pr.Err = procfs.PipeReaders(p.pid, pipes)
+			}
+		}
 		p.look(pr, r.wait)
 		if r.fg && pr.Err == nil && pr.Pgrp != p.pid {
 			pr.ForegroundForked = p.forkedLeader(pr.Pgrp)

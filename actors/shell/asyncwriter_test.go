@@ -1,0 +1,69 @@
+package shell_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/dsh-actors/dsh-actors/actors/shell"
+	"github.com/dsh-actors/dsh-actors/internal/testkit"
+)
+
+// The logging idiom exec > >(tee -a log) 2>&1 sends bash's output, and its
+// prompt, through tee, which writes them to the terminal later: each call's
+// output stays in its call, no marker of the runtime's shows, and statuses
+// are right (issue 16 §4). Before, output came a call late and results held
+// expanded markers, nonce included.
+func TestOutputThroughAnAsynchronousWriterStaysInItsCall(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "session.log")
+	for _, setup := range []string{
+		"exec > >(tee -a " + log + ") 2>&1",
+		"exec > >(tee -a " + log + ")",
+		"exec > >(tee -a " + log + " | cat) 2>&1",
+	} {
+		t.Run(setup, func(t *testing.T) {
+			h := newHost(t, nil)
+			steps := []struct {
+				command, want string
+				exit          int
+			}{
+				{setup, "", 0},
+				{"echo one", "one\n", 0},
+				{"echo two; ls /nonexistent-dir 2>&1; true", "two\nls: cannot access '/nonexistent-dir': No such file or directory\n", 0},
+				{"seq 1 3\nfalse", "1\n2\n3\n", 1},
+				{"printf 'no newline'", "no newline", 0},
+				{"echo three", "three\n", 0},
+			}
+			for _, s := range steps {
+				res := bashArgs(t, h, "a", shell.Args{Command: s.command})
+				text := strings.TrimSuffix(res.Text, "[exit code: 1]")
+				if text != s.want || exitCode(res) != strconv.Itoa(s.exit) || strings.Contains(res.Text, "\x1e") || strings.Contains(res.Text, "DSH") {
+					t.Fatalf("%q: got %q (exit %s), want %q (exit %d)", s.command, res.Text, exitCode(res), s.want, s.exit)
+				}
+			}
+			wantText(t, bash(t, h, "a", "exec >/dev/tty 2>&1; echo back"), "back\n")
+			b, err := os.ReadFile(log)
+			if err != nil || !strings.Contains(string(b), "one\n") {
+				t.Fatalf("the log: %q, %v", b, err)
+			}
+			os.Remove(log)
+		})
+	}
+}
+
+// A writer that takes longer than the wait is named, and what it writes
+// later comes in the next result.
+func TestASlowWriterIsNamed(t *testing.T) {
+	h := newHost(t, nil)
+	wantText(t, bash(t, h, "a", `exec > >(while IFS= read -r l; do sleep 3; echo "late: $l"; done)`), "")
+	res := bash(t, h, "a", "echo slow")
+	if !strings.Contains(res.Text, "goes through a pipe to `bash` (pid") || !strings.Contains(res.Text, "still busy") || strings.Contains(res.Text, "late: slow") || exitCode(res) != "0" {
+		t.Fatalf("the call with a slow writer: %+v", res)
+	}
+	testkit.Eventually(t, "the late output in a later result", func() (bool, string) {
+		r := bash(t, h, "a", "true")
+		return strings.Contains(r.Text, "late: slow"), r.Text
+	})
+}
