@@ -88,9 +88,13 @@ func (a *Actor) queryDone(ctx actor.Context) {
 	}
 	out := a.outputSoFar()
 	// What bash printed after its report is its prompt cycle (PROMPT_COMMAND,
-	// the query line's own prompt): not the command's.
+	// the query line's own prompt): not the command's. Unless bash's output
+	// goes through a pipe (exec > >(tee log) 2>&1): then what came after the
+	// report is the command's, late, and bash's prompts are dropped as they
+	// come (see marker).
+	elsewhere, piped := a.bashStderr()
 	var cycle []byte
-	if len(ex.query) == 1 {
+	if len(ex.query) == 1 && !piped && !a.bash.outputPiped {
 		cycle = out.cutFrom(ex.reportAt)
 	}
 	// What bash echoes of the query (xtrace, set -v) carries the token.
@@ -123,7 +127,6 @@ func (a *Actor) queryDone(ctx actor.Context) {
 		return
 	}
 	q := ex.query[0]
-	elsewhere, piped := a.bashStderr()
 	b := &a.bash
 	b.extdebug, b.optsSeen, b.plainQuery = q.extdebug, q.opts, q.bracesAliased
 	// The query's line was number q.seq: the line before it ran if that is

@@ -47,6 +47,11 @@ func (a *Actor) marker(ctx actor.Context, m marker, raw []byte) {
 			a.waiting.ended = &m // the waiting command ended by itself, perhaps
 		case m.kind == markBroken:
 			a.kept.idle.markerBytes += int64(len(raw))
+		case m.kind == markPS1 && m.ps1Ours && a.cur != nil && ex.step == stepQuery:
+			// The prompt of the line the query asks about, late: bash
+			// printed it into a pipe (exec 2> >(tee log)), whose reader
+			// copied it after bash was seen back at its prompt. It is
+			// nobody's output.
 		default:
 			a.sink(raw) // bash is at its prompt already: not its answer
 		}
