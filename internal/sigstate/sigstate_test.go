@@ -3,6 +3,7 @@ package sigstate_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,7 +162,8 @@ sys.stdin.read()`)
 	}
 	defer func() { stdin.Close(); _ = cmd.Wait() }()
 	buf := make([]byte, 6)
-	if _, err := out.Read(buf); err != nil || string(buf) != "ready\n" {
+	// A pipe may hand the line over in pieces: read all six bytes.
+	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "ready\n" {
 		t.Fatalf("%q %v", buf, err)
 	}
 	pid := cmd.Process.Pid
