@@ -44,7 +44,7 @@ type SendArgs struct {
 type ReadArgs struct {
 	TerminalID string `json:"terminal_id" jsonschema:"the id terminal_open returned"`
 	WaitMs     *int64 `json:"wait_ms,omitempty" jsonschema:"wait up to this long for the program to be ready before reading; omitted, the default wait, which also ends once the program has gone quiet (inferred_idle)"`
-	Offset     *int64 `json:"offset,omitempty" jsonschema:"read the retained history from this byte offset instead of the unread output"`
+	Offset     *int64 `json:"offset,omitempty" jsonschema:"read the retained history from this byte offset instead of the unread output (from the first byte retained when the history no longer holds it)"`
 	Limit      *int64 `json:"limit,omitempty" jsonschema:"with offset: at most this many bytes"`
 }
 

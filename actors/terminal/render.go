@@ -35,8 +35,13 @@ func (c *coverage) line(from, to int64) string {
 	return fmt.Sprintf("[terminal %s: this result covers output bytes %d-%d of %d; history retained from byte %d]", c.id, from, to, c.end, c.first)
 }
 
-// markerReserve is room kept for the truncation marker.
-const markerReserve = 160
+// markerReserve is room kept for the truncation marker and the note of a
+// page that ends inside a line.
+const markerReserve = 160 + len(midLine) + 1
+
+// midLine follows a page whose last line is cut: the line break before it
+// is the result's, not the output's.
+const midLine = "[the page ends inside a line: the line break above is not in the output]"
 
 // render fits the page into max bytes, metadata first: the metadata is
 // always whole, the output is cut on a character boundary with a marker that
@@ -46,7 +51,11 @@ func (p page) render(max int) (text string, shownFrom, shownTo int64) {
 	var fixed []string
 	fixed = append(fixed, p.head...)
 	if p.from > p.asked {
-		fixed = append(fixed, fmt.Sprintf("[%d bytes of output before offset %d were dropped from the retained history]", p.from-p.asked, p.from))
+		what := "the output below"
+		if p.keepHead {
+			what = "the page"
+		}
+		fixed = append(fixed, fmt.Sprintf("[%d bytes of output before offset %d were dropped from the retained history; %s starts at byte %d]", p.from-p.asked, p.from, what, p.from))
 	}
 	fixed = append(fixed, p.tail...)
 	if p.cover != nil {
@@ -79,6 +88,12 @@ func (p page) render(max int) (text string, shownFrom, shownTo int64) {
 	}
 	if out != "" && !strings.HasSuffix(out, "\n") && (len(tail) > 0 || marker != "") {
 		b.WriteByte('\n')
+		if p.keepHead {
+			// A page is read as bytes: the line break that puts the
+			// next line on a line of its own is said not to be one.
+			b.WriteString(midLine)
+			b.WriteByte('\n')
+		}
 	}
 	if marker != "" && p.keepHead {
 		b.WriteString(marker)

@@ -110,6 +110,12 @@ func (a *Actor) respondPage(ctx actor.Context, m *Read) {
 	past := from > a.hist.end()
 	to := a.returnable() // a character still being written is not shown in halves
 	from = min(from, to)
+	asked := from
+	if first := a.hist.first(); from < first {
+		// The start was dropped: the page begins with the first bytes
+		// retained, and says where (see page.render).
+		_, from = a.hist.slice(first, a.hist.end())
+	}
 	// A page starts and ends on character boundaries: an offset or a limit
 	// inside a character takes it whole at the start and leaves it to the
 	// next page at the end (unless it is all the page would hold).
@@ -123,7 +129,7 @@ func (a *Actor) respondPage(ctx actor.Context, m *Read) {
 		}
 	}
 	raw, start := a.hist.slice(from, to)
-	p := page{raw: raw, from: start, asked: from, keepHead: true, cover: a.coverage()}
+	p := page{raw: raw, from: start, asked: min(asked, start), keepHead: true, cover: a.coverage()}
 	if past {
 		p.head = []string{fmt.Sprintf("[offset %d is past the end of the output (%d bytes so far)]", *m.Args.Offset, a.hist.end())}
 	}
