@@ -15,7 +15,9 @@ import (
 // promptCheck confirms a prompt marker: bash prints it from PROMPT_COMMAND
 // before its line editor takes over the terminal, and text typed in between
 // is echoed twice (by the terminal, then by readline). The wait ends when
-// bash is proven reading the terminal, or after promptCheckMax.
+// bash is seen reading the terminal; a marker not confirmed within
+// promptCheckMax is no prompt (a command can print it: eval
+// "$PROMPT_COMMAND"), and the next marker decides.
 type promptCheck struct {
 	until time.Time
 	timer *time.Timer
@@ -65,7 +67,7 @@ func (a *Actor) currentState() Readiness {
 	switch {
 	case a.exit != nil:
 		return Readiness{Reason: ReadyExited, Detail: a.exit.String(), Exit: a.exit}
-	case a.promptIdle:
+	case a.promptIdle && a.promptSeen:
 		return Readiness{Reason: ReadyPrompt}
 	}
 	return Readiness{Reason: ReadyRunning, Detail: "not waited for"}
@@ -245,6 +247,13 @@ func (a *Actor) promptProbed(ctx actor.Context, p *ptyproc.Probe, c *promptCheck
 		return
 	}
 	a.promptCheck = nil
+	if !reading {
+		// Never confirmed: a command that prints the marker itself (eval
+		// "$PROMPT_COMMAND") runs on. It is no prompt; the next marker
+		// decides.
+		a.promptIdle = false
+		return
+	}
 	a.promptSeen = true
 	if len(a.waiters) > 0 {
 		a.resolveAll(ctx, Readiness{Reason: ReadyPrompt})
