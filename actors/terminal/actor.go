@@ -203,6 +203,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		}
 	case *waitproof.Tick:
 		a.wait.Tick(m)
+	case *outputTick:
+		a.outputCame(ctx, m.w)
 	case *deadlineTick:
 		a.deadline(ctx, m.w)
 	case *graceTick:
@@ -297,9 +299,7 @@ func (a *Actor) teardown(ctx actor.Context, why string) {
 	a.stopKill()
 	a.stopFeed()
 	for _, w := range a.waiters {
-		if w.timer != nil {
-			w.timer.Stop()
-		}
+		w.stopTimers()
 		if w.kind != waitTask {
 			ctx.Send(w.sender, a.errorResult(w.callID, toolOf(w.kind), why))
 		} else if a.holder != nil && a.holder.subscriber != nil {

@@ -44,9 +44,16 @@ type SendArgs struct {
 type ReadArgs struct {
 	TerminalID string `json:"terminal_id" jsonschema:"the id terminal_open returned"`
 	WaitMs     *int64 `json:"wait_ms,omitempty" jsonschema:"wait up to this long for the program to be ready before reading; omitted, the default wait, which also ends once the program has gone quiet (inferred_idle)"`
+	WaitFor    string `json:"wait_for,omitempty" jsonschema:"what ends a wait besides its bound: ready (the default: the program is ready for input, or exited) or output (also new output, as with task_output: a tail -f or a log returns as soon as it prints, once the output pauses 50 ms or 500 ms after it began)"`
 	Offset     *int64 `json:"offset,omitempty" jsonschema:"read the retained history from this byte offset instead of the unread output (from the first byte retained when the history no longer holds it)"`
 	Limit      *int64 `json:"limit,omitempty" jsonschema:"with offset: at most this many bytes"`
 }
+
+// The values of ReadArgs.WaitFor.
+const (
+	WaitForReady  = "ready"
+	WaitForOutput = "output"
+)
 
 // SignalArgs are terminal_signal's arguments.
 type SignalArgs struct {
@@ -113,6 +120,12 @@ func Parse(tool string, raw []byte, v any, cfg Config) error {
 		}
 		if a.Limit != nil && (*a.Limit < 1 || a.Offset == nil) {
 			return fmt.Errorf(`%s: "limit" must be positive and goes with "offset"`, tool)
+		}
+		switch {
+		case a.WaitFor != "" && a.WaitFor != WaitForReady && a.WaitFor != WaitForOutput:
+			return fmt.Errorf(`%s: "wait_for" is %q: it must be %q or %q`, tool, safetext.Clip(a.WaitFor, echoMax), WaitForReady, WaitForOutput)
+		case a.WaitFor != "" && a.Offset != nil:
+			return fmt.Errorf(`%s: "wait_for" goes with reading unread output: a page of the history (with "offset") does not wait`, tool)
 		}
 		return checkWait(tool, a.WaitMs, cfg)
 	case *SignalArgs:

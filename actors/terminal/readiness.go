@@ -51,6 +51,71 @@ type waiter struct {
 	args   ReadArgs
 	// settle: the caller gave no wait of its own (see settles).
 	settle bool
+	// notes go at the head of the answer (a send's warnings).
+	notes []string
+	// onOutput: a terminal_read with wait_for output, which new output
+	// also ends once it pauses (outputSettle) or has flowed for
+	// outputSettleMax; outTimer is armed from the first new output, at
+	// firstOut.
+	onOutput bool
+	outTimer *time.Timer
+	firstOut time.Time
+}
+
+// stopTimers stops the waiter's timers.
+func (w *waiter) stopTimers() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	if w.outTimer != nil {
+		w.outTimer.Stop()
+	}
+}
+
+// outputTick ends a wait_for output wait that saw new output.
+type outputTick struct{ w *waiter }
+
+const (
+	// outputSettle is how long new output must pause before a wait_for
+	// output wait ends, as task_output's.
+	outputSettle = 50 * time.Millisecond
+	// outputSettleMax bounds that from the first new output: a stream that
+	// never pauses (yes, a busy log) is returned in slices.
+	outputSettleMax = 500 * time.Millisecond
+)
+
+// newOutput arms the wait_for output waits: new output ends them once it
+// pauses.
+func (a *Actor) newOutput() {
+	for _, w := range a.waiters {
+		if !w.onOutput || a.returnable() <= a.readPos {
+			continue
+		}
+		d := outputSettle
+		if w.outTimer == nil {
+			w.firstOut = time.Now()
+			send := a.send
+			w.outTimer = time.AfterFunc(d, func() { send(&outputTick{w}) })
+			continue
+		}
+		w.outTimer.Reset(min(d, max(0, outputSettleMax-time.Since(w.firstOut))))
+	}
+}
+
+// outputCame ends a wait_for output wait (see newOutput).
+func (a *Actor) outputCame(ctx actor.Context, w *waiter) {
+	if !slices.Contains(a.waiters, w) {
+		return
+	}
+	if a.promptCheck != nil {
+		// The shell's prompt marker came with the output: its check
+		// (at most promptCheckMax) says whether this is the prompt.
+		send := a.send
+		w.outTimer = time.AfterFunc(outputSettle, func() { send(&outputTick{w}) })
+		return
+	}
+	a.dropWaiters(func(x *waiter) bool { return x == w })
+	a.answer(ctx, w, Readiness{Reason: ReadyRunning, Detail: "new output came; the program may still be working"})
 }
 
 type waiterKind int
@@ -103,6 +168,7 @@ func (a *Actor) deadline(ctx actor.Context, w *waiter) {
 	for i, x := range a.waiters {
 		if x == w {
 			a.waiters = append(a.waiters[:i], a.waiters[i+1:]...)
+			w.stopTimers()
 			a.answer(ctx, w, Readiness{Reason: ReadyTimeout, Detail: fmt.Sprintf("after %d ms; the program may still be working", w.wait.Milliseconds())})
 			a.maybeStopTracker()
 			return
@@ -120,9 +186,7 @@ func (a *Actor) dropWaiters(match func(*waiter) bool) {
 	kept := a.waiters[:0]
 	for _, w := range a.waiters {
 		if match(w) {
-			if w.timer != nil {
-				w.timer.Stop()
-			}
+			w.stopTimers()
 			continue
 		}
 		kept = append(kept, w)
@@ -142,9 +206,7 @@ func (a *Actor) resolveAll(ctx actor.Context, r Readiness) {
 			continue
 		}
 		a.lastReady = r.Reason
-		if w.timer != nil {
-			w.timer.Stop()
-		}
+		w.stopTimers()
 		a.answer(ctx, w, r)
 	}
 	if len(a.waiters) == 0 {
@@ -223,6 +285,7 @@ func (a *Actor) output(ctx actor.Context, data []byte) {
 		})
 	}
 	a.killOutput(marker)
+	a.newOutput()
 	a.feedTask(ctx)
 	if a.promptIdle && len(a.waiters) > 0 && a.promptCheck == nil {
 		a.promptCheck = &promptCheck{until: time.Now().Add(promptCheckMax)}

@@ -21,10 +21,20 @@ func (a *Actor) read(ctx actor.Context, m *Read) {
 		ctx.Respond(a.busyResult(m.CallID, ToolRead, a.readBusy()))
 		return
 	}
-	w := &waiter{kind: waitRead, callID: m.CallID, sender: ctx.Sender(), args: m.Args, settle: m.Args.WaitMs == nil}
+	w := &waiter{kind: waitRead, callID: m.CallID, sender: ctx.Sender(), args: m.Args, settle: m.Args.WaitMs == nil,
+		onOutput: m.Args.WaitFor == WaitForOutput}
 	wait := a.opts.Config.Wait(m.Args.WaitMs)
 	if a.exit != nil || wait == 0 {
 		a.answer(ctx, w, a.currentState())
+		return
+	}
+	if w.onOutput && a.returnable() > a.readPos {
+		// Output nobody has read is new output already.
+		r := a.currentState()
+		if r.Reason == ReadyRunning {
+			r.Detail = "new output came before this read began; the program may still be working"
+		}
+		a.answer(ctx, w, r)
 		return
 	}
 	a.addWaiter(ctx, w, wait)

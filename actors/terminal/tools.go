@@ -29,8 +29,9 @@ func Specs(cfg Config) []toolargs.Spec {
 			Description: "Open a terminal: a program on a pseudo-terminal of its own (an interactive bash unless you name a command). " +
 				"Returns the terminal id and the first screen once the program is ready."},
 		{Name: ToolSend, Schema: toolargs.WithEnum(toolargs.Schema[SendArgs](omit...), "keys", KeyNames()), Description: sendDesc},
-		{Name: ToolRead, Schema: toolargs.Schema[ReadArgs](),
-			Description: "Read a terminal's output you have not seen yet, optionally waiting for the program to be ready; " +
+		{Name: ToolRead, Schema: toolargs.WithEnum(toolargs.Schema[ReadArgs](), "wait_for", []string{WaitForReady, WaitForOutput}),
+			Description: "Read a terminal's output you have not seen yet, optionally waiting for the program to be ready " +
+				"(or, with wait_for output, for it to print something new: a tail -f, a log, a build's progress); " +
 				"or, with offset and limit, a page of its retained history."},
 		{Name: ToolSignal, Schema: toolargs.WithEnum(toolargs.Schema[SignalArgs](), "signal", SignalNames()),
 			Description: "Send a signal (INT, TERM, KILL, HUP, QUIT, TSTP, CONT) to the program in the terminal's foreground, " +
