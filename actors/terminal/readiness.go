@@ -246,7 +246,7 @@ func (a *Actor) answer(ctx actor.Context, w *waiter, r Readiness) {
 	asked := a.readPos
 	raw, from := a.hist.slice(asked, end)
 	a.readPos = end
-	p := page{raw: raw, from: from, asked: asked, head: a.lostNotes(nil)}
+	p := page{raw: raw, from: from, asked: asked, head: a.lostNotes(w.notes)}
 	a.noteAnswer(w.callID, w.kind, asked, end)
 	if w.kind == waitOpen {
 		p.head = append(p.head, fmt.Sprintf("[terminal %s opened: %s]", a.opts.ID, a.command))

@@ -1,6 +1,7 @@
 package terminal
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"golang.org/x/sys/unix"
 
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
@@ -202,8 +204,36 @@ func (a *Actor) foregroundSend(ctx actor.Context, m *Send) {
 	}
 	a.yieldReads(ctx)
 	a.holder = &holder{id: m.CallID, since: time.Now()}
+	notes := a.longLines(m.Input)
 	a.type_(m.Input)
-	a.addWaiter(ctx, &waiter{kind: waitSend, callID: m.CallID, sender: ctx.Sender(), settle: m.Settle}, m.Wait)
+	a.addWaiter(ctx, &waiter{kind: waitSend, callID: m.CallID, sender: ctx.Sender(), settle: m.Settle, notes: notes}, m.Wait)
+}
+
+// maxCanonLine is the most a terminal in canonical mode keeps of a line
+// (N_TTY_BUF_SIZE less one byte for the line's end): the rest is dropped.
+const maxCanonLine = 4095
+
+// longLines warns when input has a line longer than a line-mode reader can
+// get: the program reads in canonical mode (the terminal edits the line:
+// read, cat, input() without a line editor), and the terminal keeps only the
+// first maxCanonLine bytes of a line. A line editor (bash's prompt, a
+// python3 REPL) reads in raw mode and gets every byte.
+func (a *Actor) longLines(input []byte) []string {
+	longest, count := 0, 0
+	for line := range bytes.FieldsFuncSeq(input, func(r rune) bool { return r == '\r' || r == '\n' }) {
+		if len(line) > maxCanonLine {
+			longest, count = max(longest, len(line)), count+1
+		}
+	}
+	if count == 0 {
+		return nil
+	}
+	t, err := a.proc.Termios()
+	if err != nil || t.Lflag&unix.ICANON == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("[warning: %d typed line(s) longer than %d bytes (the longest %d) went to a program that reads in line mode: the terminal keeps only the first %d bytes of a line and drops the rest, so the program got them cut. Pass long data through a file, or in shorter lines]",
+		count, maxCanonLine, longest, maxCanonLine)}
 }
 
 // type_ writes input; the shell's prompt, if it showed, is no longer idle.
@@ -222,7 +252,7 @@ func (a *Actor) reserve(ctx actor.Context, m *Reserve) {
 		return
 	}
 	a.yieldReads(ctx)
-	r := a.reserved(m.TaskID, m.CallID)
+	r := a.reserved(m.TaskID, m.CallID, a.longLines(m.Input))
 	ctx.Respond(r)
 	a.holder = &holder{id: m.TaskID, task: true, since: time.Now(), subscriber: m.Subscriber, sent: r.Offset}
 	a.startFeed(m.Input)
@@ -231,7 +261,7 @@ func (a *Actor) reserve(ctx actor.Context, m *Reserve) {
 
 // reserved answers a Reserve: what follows is the task's, and what came
 // before and was not read yet goes with the background send's result.
-func (a *Actor) reserved(taskID, callID string) *Reserved {
+func (a *Actor) reserved(taskID, callID string, notes []string) *Reserved {
 	end := a.returnable()
 	raw, from := a.hist.slice(a.readPos, end)
 	p := page{raw: raw, from: from, asked: a.readPos,
@@ -239,7 +269,7 @@ func (a *Actor) reserved(taskID, callID string) *Reserved {
 	if from < end || from > a.readPos {
 		p.cover = a.coverage()
 	}
-	p.head = a.lostNotes(p.head)
+	p.head = a.lostNotes(notes)
 	a.noteAnswer(callID, waitSend, p.asked, end)
 	a.readPos = end
 	data, _ := json.Marshal(map[string]any{"task_id": taskID, "terminal_id": a.opts.ID, "running": true})
