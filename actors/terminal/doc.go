@@ -6,7 +6,8 @@
 // # Readiness
 //
 // A wait (after terminal_open, terminal_send, or terminal_read with wait_ms)
-// ends with a reason:
+// ends with a reason (a terminal_read with wait_for "output" also ends once
+// new output pauses, as running):
 //
 //   - prompt: the interactive bash that terminal_open starts by default
 //     printed its prompt marker (an invisible in-band marker from
