@@ -155,7 +155,11 @@ func (t *task) event(ctx actor.Context, m *terminal.TaskEvent) {
 				k.timer.Stop()
 			}
 			if k.sender != nil {
-				ctx.Send(k.sender, t.result(k.callID, ToolKill, fmt.Sprintf("[%s stopped after %s]", t.id, killSteps[k.step])))
+				note := fmt.Sprintf("[%s stopped after %s]", t.id, killSteps[k.step])
+				if k.step >= len(killSignals) {
+					note = fmt.Sprintf("[%s: SIGINT, SIGTERM and SIGKILL did not bring its terminal back to a proven state; the task let go of it]", t.id)
+				}
+				ctx.Send(k.sender, t.result(k.callID, ToolKill, note))
 			}
 		}
 	}

@@ -160,7 +160,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		}
 	case *heldRetry:
 		if m.h == a.held && a.proc != nil {
-			a.proc.Probe(m.h, true)
+			a.proc.ProbeSignal(m.h, syscall.SIGINT)
 		}
 	case *Release:
 		if a.holder != nil && a.holder.id == m.TaskID {

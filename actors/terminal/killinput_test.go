@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
 )
 
@@ -79,6 +80,33 @@ func TestTaskKillLeavesNoInputBehind(t *testing.T) {
 					strings.Contains(out, "KeyboardInterrupt") || strings.Contains(out, "... ") || strings.Contains(out, "line") {
 					t.Fatalf("trial %d: after a kill that said %q:\n%s\nthe next line gave %q:\n%s", i, reason, k.text, next.reason(), out)
 				}
+			}
+		})
+	}
+}
+
+// When the proof cannot come, task_kill says that the state is not known: a
+// program that takes SIGINT and goes back to reading without a word may not
+// have acted on it (unknown); a shell that ignores it keeps its line, and no
+// signal brings it back (killed). Either way the answer says that part of
+// the task's input may be left.
+func TestTaskKillSaysWhenTheStateIsNotKnown(t *testing.T) {
+	py := testkit.Python3(t)
+	for _, c := range []struct{ name, open, setup, text, reason, says string }{
+		{"silent-handler", fmt.Sprintf(`{"command":"%s -q"}`, py), "import signal; signal.signal(signal.SIGINT, lambda *a: None)",
+			"print('partial')", "unknown", "printed nothing since"},
+		{"ignored", `{}`, "trap '' INT", "echo partial", "killed", "did not bring its terminal back to a proven state"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, func(cfg *config.Config) { cfg.Terminal.KillGraceMs = 200 })
+			id, _ := f.open(c.open)
+			f.send(id, c.setup, "Enter")
+			b, _ := json.Marshal(map[string]any{"terminal_id": id, "text": c.text, "run_in_background": true})
+			task, _ := f.call("terminal_send", string(b)).data["task_id"].(string)
+			k := f.call("task_kill", `{"task_id":"`+task+`"}`)
+			if k.isErr || k.data["running"] != false || k.data["ready_reason"] != c.reason || !strings.Contains(k.text, c.says) ||
+				!strings.Contains(k.text, "part of the task's input") {
+				t.Fatalf("%+v", k)
 			}
 		})
 	}

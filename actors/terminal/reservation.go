@@ -152,7 +152,7 @@ func (a *Actor) lostNotes(head []string) []string {
 func (a *Actor) interruptCancelledSend(callID string) {
 	a.dropHeld()
 	a.held = &heldSignal{taskID: callID, send: true, until: time.Now().Add(heldSignalMax)}
-	a.proc.Probe(a.held, true)
+	a.proc.ProbeSignal(a.held, syscall.SIGINT)
 }
 
 // sendInterrupt sends a cancelled send's SIGINT, noted for the next result.
@@ -286,7 +286,7 @@ func (a *Actor) heldProbed(p *ptyproc.Probe, h *heldSignal) {
 	// but has not handed it the terminal yet would get the signal instead,
 	// and the command would run on unseen.)
 	leaderReads := p.Wait.State == procfs.WaitingInput && p.Wait.PID == a.proc.PID()
-	taken := p.Err == nil && !p.InputPending && (p.Pgrp != a.proc.PID() && !a.forkedShell(p.Pgrp) || leaderReads)
+	taken := p.Err == nil && !p.InputPending && (p.Pgrp != a.proc.PID() && !p.ForegroundForked || leaderReads)
 	if !taken && time.Now().Before(h.until) {
 		send := a.send
 		h.timer = time.AfterFunc(time.Millisecond, func() { send(&heldRetry{h}) })
@@ -300,15 +300,6 @@ func (a *Actor) heldProbed(p *ptyproc.Probe, h *heldSignal) {
 		// then drop the next line typed or end the next wait early.)
 		a.sendInterrupt()
 	}
-}
-
-// forkedShell reports whether the foreground group's leader is still a copy
-// of the terminal's shell that has not executed its command yet: a SIGINT
-// then would meet the shell's handler, and the command would run on.
-func (a *Actor) forkedShell(pgrp int) bool {
-	fg, err1 := procfs.Stat(pgrp)
-	sh, err2 := procfs.Stat(a.proc.PID())
-	return err1 == nil && err2 == nil && fg.Comm == sh.Comm && fg.PPID == sh.PID
 }
 
 func (a *Actor) dropHeld() {
