@@ -422,6 +422,7 @@ func (a *Actor) sink(b []byte) {
 	case c != nil && c.begun:
 		c.out.write(b)
 		c.latest.note(b)
+		c.redraws.note(b)
 	default:
 		// Before the call's text: background output, the last words of a
 		// command being interrupted.

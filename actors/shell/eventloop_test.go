@@ -65,11 +65,11 @@ asyncio.run(main())"`, false, []string{"ready?"}},
 	}
 }
 
-// A wait with a timeout of its own is waited out only when it may be a timed
-// prompt: a program that redraws each time its wait times out (a clock, top
-// every 3 s) or that set terminal modes of its own (top, vim: a full-screen
-// program waiting for keys) is waiting for input at once, not held until
-// the call's time runs out.
+// A wait with a timeout of its own is not waited out when the program
+// redraws a screen (cursor positioning, erasing, the alternate screen) each
+// time its wait times out (a clock, top every 3 s), nor when a full-screen
+// program (top, vim: a screen drawn and terminal modes of its own) waits for
+// keys: it is waiting for input, not held until the call's time runs out.
 func TestPeriodicDisplaysAreNotWaitedOut(t *testing.T) {
 	h := newHost(t, func(c *config.Config) { c.Bash.TimeoutMs = 30000 })
 	py := testkit.Python3(t)
@@ -77,7 +77,7 @@ func TestPeriodicDisplaysAreNotWaitedOut(t *testing.T) {
 		{"redraws", py + ` -c "import select
 while True:
     select.select([0], [], [], 1.2)
-    print('tick', flush=True)"`, "tick"},
+    print('\033[H\033[2Jtick', flush=True)"`, "tick"},
 		{"top", "TERM=xterm top -d 3", "load average"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -87,6 +87,39 @@ while True:
 			}
 			if next := bash(t, h, "a", "echo next"); !strings.HasSuffix(next.Text, "next\n") || next.ShellReset {
 				t.Fatalf("the next call: %+v", next)
+			}
+		})
+	}
+}
+
+// A timed wait is waited out whatever the program does between its waits,
+// as a script would wait: a read that sets terminal modes of its own (read
+// -n, -d, -e), a countdown that prints between its key checks, a program
+// that works and prints progress between them. Before, the first was
+// answered as waiting for input at once and the others after their first
+// wait, and the next call's SIGINT killed them before their default.
+func TestTimedWaitsAreWaitedOutWhatTheProgramPrints(t *testing.T) {
+	h := newHost(t, func(c *config.Config) { c.Bash.TimeoutMs = 30000 })
+	py := testkit.Python3(t)
+	for _, c := range []struct{ name, command, want string }{
+		{"read-n", `read -t 2 -n 1 -p 'Continue? [Y/n] ' a; echo " answer=${a:-Y}"`, "Continue? [Y/n]  answer=Y\n"},
+		{"read-d", `read -t 2 -d q a; echo "a=[$a]"`, "a=[]\n"},
+		{"read-e", `read -t 2 -e a; echo "a=[$a]"`, "a=[]\n"},
+		{"countdown", `for i in 3 2 1; do echo "booting in $i (press a key to abort)"; read -t 1.5 -n 1 k && { echo aborted; break; }; done; echo booted`,
+			"booting in 3 (press a key to abort)\nbooting in 2 (press a key to abort)\nbooting in 1 (press a key to abort)\nbooted\n"},
+		{"rounds", `for i in 1 2 3; do read -t 1.5 x; echo waited $i; done`, "waited 1\nwaited 2\nwaited 3\n"},
+		{"progress", py + ` -c 'import select,time
+for i in range(3):
+  t=time.time()
+  while time.time()-t<0.3: pass
+  print("progress",i,flush=True)
+  if select.select([0],[],[],1)[0]: break
+print("loop done")'`, "progress 0\nprogress 1\nprogress 2\nloop done\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res := bash(t, h, c.name, c.command)
+			if res.WaitingForInput || res.TimedOut || res.ExitCode == nil || *res.ExitCode != 0 || res.Text != c.want {
+				t.Fatalf("want %q, got %+v", c.want, res)
 			}
 		})
 	}

@@ -194,6 +194,9 @@ type call struct {
 	escalated []string
 	// latest is the last line the call printed, for progress reports.
 	latest latestLine
+	// redraws counts the sequences in its output that redraw a screen
+	// (see waitOut).
+	redraws redraws
 	// carried are the results of calls withdrawn before this one, which
 	// open its result (see withdraw.go).
 	carried        []string

@@ -188,41 +188,48 @@ func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 const timedWaitSlack = 250 * time.Millisecond
 
 // waitOut waits out a wait for input that has a timeout of its own (read
-// -t 2, a select with a timeout) and ends, by that timeout, within the
-// call's time, as a script would; it is not answered as waiting for input.
-// The looks start again once the timeout has passed (another wait may
-// follow); bash's prompt ends the exchange as ever. It reports whether the
-// wait is waited out.
+// -t 2, a select with a timeout, an event loop's timer) and ends, by that
+// timeout, within the call's time, as a script would; it is not answered as
+// waiting for input. The looks start again once the timeout has passed
+// (another wait may follow: a countdown, a program that works and checks for
+// a key between bits of work); bash's prompt ends the exchange as ever, and
+// the call's time bounds the whole. It reports whether the wait is waited
+// out. What decides is the wait (its timeout), never the system call.
 //
-// Not every wait with a timeout is a timed prompt. A program that set
-// terminal modes of its own (top, vim: a full-screen program reading keys)
-// waits for keys at once; so does one that printed while its last wait was
-// waited out and waits so again (a clock, top redrawing every 3 s), which
-// would otherwise hold the call until its time ran out.
+// Not every wait with a timeout is a timed prompt: a display that redraws
+// each time its wait times out (top, watch, a clock) would hold the call
+// until its time ran out. Such a program redraws a screen (cursor
+// positioning, erasing, the alternate screen: see redraws), which a
+// prompt, a countdown or a progress line does not: a wait after output
+// that redrew the screen since the last wait was waited out is waiting for
+// input. The first wait too when the program drew a screen and set
+// terminal modes of its own (top, vim: a full-screen program reading keys);
+// a script that clears the screen and then asks with read -t is waited out
+// once.
 func (a *Actor) waitOut(w procfs.Wait) bool {
 	if w.Timeout <= 0 || time.Until(a.cur.deadline)-w.Timeout < timedWaitSlack {
 		return false
 	}
-	if own, err := a.proc.ModesChanged(); err != nil || own {
-		return false
+	ex, c := &a.ex, a.cur
+	if o := ex.waitedOut; o != nil {
+		if c.redraws.n != o.redraws {
+			return false
+		}
+	} else if c.redraws.n > 0 {
+		if own, err := a.proc.ModesChanged(); err != nil || own {
+			return false
+		}
 	}
-	ex := &a.ex
-	out := a.outputSoFar().len()
-	if o := ex.waitedOut; o != nil && o.pid == w.PID && o.syscall == w.Syscall && o.out != out {
-		return false
-	}
-	ex.waitedOut = &waitedOut{pid: w.PID, syscall: w.Syscall, out: out}
+	ex.waitedOut = &waitedOut{redraws: c.redraws.n}
 	a.wait.Stop()
 	a.armStep(w.Timeout + waitproof.First)
 	return true
 }
 
-// waitedOut is the wait last waited out in an exchange: whose, and the
-// length of the call's output when it began.
+// waitedOut is the wait last waited out in an exchange: how many redraws
+// the call's output held when it began.
 type waitedOut struct {
-	pid     int
-	syscall string
-	out     int
+	redraws int
 }
 
 // A marker's probe that found bash still on its way to the prompt is taken
