@@ -67,3 +67,30 @@ func TestASlowWriterIsNamed(t *testing.T) {
 		return strings.Contains(r.Text, "late: slow"), r.Text
 	})
 }
+
+// bash's own read left waiting is interrupted with a SIGINT for bash alone:
+// its process group also holds the readers of its process substitutions
+// (tee) and, under set +m, its background jobs. Before, the group's SIGINT
+// killed tee, and bash died of SIGPIPE at its next write: the shell, its
+// directory and variables were lost.
+func TestInterruptingBashsReadSparesItsGroup(t *testing.T) {
+	dir := t.TempDir()
+	h := newHost(t, nil)
+	wantText(t, bash(t, h, "a", "cd "+dir+" && X=5 && exec > >(tee -a tlog2) 2>&1"), "")
+	if res := bash(t, h, "a", "read -p 'name? ' x"); !res.WaitingForInput {
+		t.Fatalf("read: %+v", res)
+	}
+	res := bash(t, h, "a", "echo seven $X; pwd")
+	if res.ShellReset || !strings.HasSuffix(res.Text, "seven 5\n"+dir+"\n") || !strings.Contains(res.Text, "sent it SIGINT") {
+		t.Fatalf("after the read: %+v", res)
+	}
+	// A job started under set +m ignores SIGINT, unless it takes it back.
+	py := testkit.Python3(t)
+	bash(t, h, "b", "set +m; "+py+` -c 'import signal,time; signal.signal(signal.SIGINT, signal.SIG_DFL); time.sleep(300)' & BG=$!`)
+	if res := bash(t, h, "b", "read x"); !res.WaitingForInput {
+		t.Fatalf("read: %+v", res)
+	}
+	if res := bash(t, h, "b", `kill -0 $BG && echo alive; kill $BG`); !strings.HasSuffix(res.Text, "alive\n") {
+		t.Fatalf("the background job: %+v", res)
+	}
+}

@@ -54,7 +54,7 @@ func (a *Actor) escalate(ctx actor.Context, proven bool) {
 	job := pgrp > 1 && pgrp != a.proc.PID()
 	switch {
 	case in.step == 0:
-		if err := a.proc.Signal(syscall.SIGINT); err != nil {
+		if err := a.interruptWaiting(pgrp); err != nil {
 			c.notes = append(c.notes, fmt.Sprintf("[the previous command, %s, was still waiting for input and could not be interrupted (%v), so the shell was reset; this call runs in a fresh shell]", in.who, err))
 			a.reset(ResetBroken, err.Error(), c)
 			return
@@ -86,6 +86,24 @@ func (a *Actor) escalate(ctx actor.Context, proven bool) {
 		return
 	}
 	a.stepTaken()
+}
+
+// interruptWaiting sends SIGINT to the command left waiting: to the
+// terminal's foreground group as the key would, except when the command is
+// bash itself (its read builtin) in its own group. That group also holds
+// the readers of bash's process substitutions (exec > >(tee -a log)) and,
+// under set +m, its background jobs: a SIGINT for all would kill tee, and
+// bash would die of SIGPIPE at its next write. bash alone gets it then
+// (what was typed and not read is dropped first, as for the key).
+func (a *Actor) interruptWaiting(pgrp int) error {
+	bash := a.proc.PID()
+	if w := a.waiting; w == nil || w.wait.PID != bash || pgrp != bash {
+		return a.proc.Signal(syscall.SIGINT)
+	}
+	if err := a.proc.DiscardInput(); err != nil {
+		return err
+	}
+	return syscall.Kill(bash, syscall.SIGINT)
 }
 
 // stepTaken: a step of the interrupt sequence was taken; wait for what

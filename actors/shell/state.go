@@ -226,6 +226,8 @@ type interrupt struct {
 // waitingCommand is a command left waiting for input. ended is the marker
 // bash printed when it ended by itself between calls, if it did.
 type waitingCommand struct {
-	who   string
+	who string
+	// wait is what proved it waiting.
+	wait  procfs.Wait
 	ended *marker
 }

@@ -300,7 +300,7 @@ func (a *Actor) waitingForInput(ctx actor.Context, w procfs.Wait, inferred bool)
 	c := a.cur
 	a.flushCarry()
 	who := describeWaiter(w)
-	a.waiting = &waitingCommand{who: who}
+	a.waiting = &waitingCommand{who: who, wait: w}
 	r := Result{WaitingForInput: true, WaitInferred: inferred, FreshShell: c.fresh}
 	note := fmt.Sprintf("[waiting for input: %s %s, so this call returned early with the output so far. "+
 		"Interactive programs belong in a terminal (terminal_open). The next bash call will first interrupt it with SIGINT.]", who, w.How())
