@@ -94,3 +94,41 @@ func TestInterruptingBashsReadSparesItsGroup(t *testing.T) {
 		t.Fatalf("the background job: %+v", res)
 	}
 }
+
+// While bash's stderr, where it prints its prompt, is not the terminal (a
+// file, a pipe), bash prints no prompt: the status query leaves PS1 and PS2
+// empty, so the file gets at most the prompt printed right after the line
+// that redirected it. A marker of the runtime's that shows up in output
+// (cat of that file) is left out with a notice and does not make the status
+// unknown. Before, the log held a marker per line, and cat showed them raw,
+// nonce and template included, with the status unknown.
+func TestAPromptSentElsewhereLeavesNoMarker(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ name, setup, back string }{
+		{"file", "exec 2>>e.log", "exec 2>/dev/tty; cat e.log"},
+		{"pipe", "exec 2> >(sed 's/^/E: /')", "exec 2>/dev/tty"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHost(t, nil)
+			check := func(command, want, exit string) {
+				t.Helper()
+				res := bash(t, h, "a", command)
+				if strings.Contains(res.Text, "\x1e") || strings.Contains(res.Text, "DSH") || res.StatusUnknown ||
+					exitCode(res) != exit || !strings.Contains(res.Text, want) {
+					t.Fatalf("%q: got %+v, want exit %s, with %q", command, res, exit, want)
+				}
+			}
+			check("cd "+dir+" && rm -f e.log && "+c.setup, "", "0")
+			check("echo two; ls /nope", "two\n", "2")
+			check("echo three", "three\n", "0")
+			check(c.back, "", "0")
+			check("echo four", "four\n", "0")
+			if c.name == "file" {
+				b, err := os.ReadFile(filepath.Join(dir, "e.log"))
+				if err != nil || strings.Count(string(b), "\x1e") > 2 {
+					t.Fatalf("the log holds more than one prompt: %q, %v", b, err)
+				}
+			}
+		})
+	}
+}

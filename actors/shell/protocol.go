@@ -146,7 +146,9 @@ func (p protocol) restoreName() string { return "__dsh_" + p.nonce + "_r" }
 // queryFunc defines the status query, read-only, while no command of anyone's
 // has run (so no alias or function of a user's is in it). Called with $?
 // and a token, it makes PS1, PS2 and promptvars ours again where it can and
-// reports on the terminal itself, in a "q" marker:
+// reports on the terminal itself, in a "q" marker (called with one more
+// argument before the last, while bash's stderr is not the terminal, it
+// leaves PS1 and PS2 empty instead: see queryLineSetting):
 //
 //	RS "DSH" nonce ":q:" token ":" number ":" status ":" PS1 attributes ":" PS2 attributes ":" flags ":" prompt RS
 //
@@ -193,8 +195,13 @@ func (p protocol) queryFunc() string {
 	// when the line is parsed, so its arguments would be split.
 	fmt.Fprintf(&b, `%s() { \builtin local - t="$2" p="${PS1-}" n='\#' r f= c i; \builtin set +x -- "$@"; n="${n@P}"; p="${p@P}"; \builtin printf -v r '\036'; p="${p//"$r"/?}"; p="${p:0:%d}"; `, p.queryName(), maxPromptText)
 	b.WriteString(`\builtin declare -g +i +l +u +c +n PS1 PS2; `)
+	// With a fourth argument (bash's stderr is not the terminal), the
+	// prompts are left empty instead: bash would print them into a file
+	// or a pipe, where no marker can answer anything.
+	b.WriteString(`if (($# > 3)); then [[ -v PS1 && ${PS1@a} == *r* ]] || PS1=; [[ -v PS2 && ${PS2@a} == *r* ]] || PS2=; else `)
 	b.WriteString(ours("PS1", p.ps1))
 	b.WriteString(ours("PS2", p.ps2))
+	b.WriteString(`fi; `)
 	b.WriteString(`f=${#BASHOPTS}; [[ :$BASHOPTS: == *:extdebug:* ]] && f+=e; { \builtin alias -- '{' || \builtin alias -- '}'; } && f+=b; `)
 	// PROMPT_COMMAND set aside for the next prompt (see above).
 	fmt.Fprintf(&b, `if [[ ${PROMPT_COMMAND[*]-} == *[![:space:]]* && ${PROMPT_COMMAND@a} != *[!ax]* && ${PROMPT_COMMAND[*]} != *%[1]s* ]]; then `+
@@ -216,7 +223,9 @@ func (p protocol) queryFunc() string {
 // handed back that is not 0 does not end the shell, and $? is that status
 // afterwards. Both commands end with "$_", which the next command sees as
 // it was before the query.
-func (p protocol) queryLine(token string) []byte { return p.queryLineSetting(token, `"$?"`, true) }
+func (p protocol) queryLine(token string) []byte {
+	return p.queryLineSetting(token, `"$?"`, true, false)
+}
 
 // queryLineSetting is the query line that hands back status (a number, or
 // "$?") instead of $?: $? is that status afterwards.
@@ -227,8 +236,16 @@ func (p protocol) queryLine(token string) []byte { return p.queryLineSetting(tok
 // output. The report goes to the terminal by its name. A group's braces
 // are words an alias can replace, so the line is not grouped while the
 // last report said that `{` or `}` is an alias.
-func (p protocol) queryLineSetting(token, status string, grouped bool) []byte {
-	line := `\` + p.queryName() + ` ` + status + ` ` + token + ` "$_" 2>/dev/null && \builtin : ` + token + ` "$_"`
+//
+// empty asks for empty prompts (bash's stderr is not the terminal: a file,
+// a pipe): every line is then followed by the query anyway, and a prompt
+// would only put the runtime's marker into the user's log.
+func (p protocol) queryLineSetting(token, status string, grouped, empty bool) []byte {
+	mode := ""
+	if empty {
+		mode = "e "
+	}
+	line := `\` + p.queryName() + ` ` + status + ` ` + token + ` ` + mode + `"$_" 2>/dev/null && \builtin : ` + token + ` "$_"`
 	if grouped {
 		line = "{ " + line + "; } >/dev/null 2>&1"
 	}

@@ -133,7 +133,7 @@ func TestQueryTokens(t *testing.T) {
 	if !strings.HasPrefix(line, `{ \`+p.queryName()+` "$?" `+a) || !strings.HasSuffix(line, "; } >/dev/null 2>&1\n") {
 		t.Fatalf("query line %q", line)
 	}
-	if line := string(p.queryLineSetting(a, "2", false)); !strings.HasPrefix(line, `\`+p.queryName()+` 2 `+a) || strings.Contains(line, "{") {
+	if line := string(p.queryLineSetting(a, "2", false, false)); !strings.HasPrefix(line, `\`+p.queryName()+` 2 `+a) || strings.Contains(line, "{") {
 		t.Fatalf("query line %q", line)
 	}
 	if fn := p.queryFunc(); !strings.Contains(fn, "readonly -f "+p.queryName()) || !strings.Contains(fn, ">/dev/pts/0") {

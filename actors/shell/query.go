@@ -25,13 +25,16 @@ func (a *Actor) querySetting(afterLine bool, status string) {
 		mark = c.out.len()
 	}
 	grouped := !a.bash.plainQuery
-	line := a.proto.queryLineSetting(token, status, grouped)
+	// While bash's stderr is not the terminal, its prompts stay empty.
+	elsewhere, _ := a.bashStderr()
+	line := a.proto.queryLineSetting(token, status, grouped, elsewhere)
 	if afterLine {
 		c.read.typed += len(line) // bash reads the query too before it answers
 	}
 	ex := a.write(stepQuery, line)
 	ex.token, ex.afterLine, ex.queryMark = token, afterLine, mark
 	ex.status, ex.grouped, ex.promptAt = status, grouped, mark
+	ex.emptyPrompts = elsewhere
 	a.armStep(queryDeadline)
 }
 
@@ -134,6 +137,7 @@ func (a *Actor) queryDone(ctx actor.Context) {
 	ran := !b.seqKnown || q.seq != b.seq
 	b.seq, b.seqKnown = q.seq+1, true
 	b.ps1Stuck = q.ps1ReadOnly || elsewhere
+	b.promptsEmpty = ex.emptyPrompts && !q.ps1ReadOnly && !q.ps2ReadOnly
 	b.promptPiped = piped
 	b.ps2Foreign = q.ps2ReadOnly
 	// The query line's own prompt (PS1 is ours again unless it is stuck)

@@ -58,6 +58,10 @@ type bashState struct {
 	// ps1Stuck: bash's prompt cannot carry the marker (PS1 read-only, or
 	// stderr is not the terminal): every line ends with a status query.
 	ps1Stuck bool
+	// promptsEmpty: the last status query was asked while bash's stderr
+	// was not the terminal and left PS1 and PS2 empty (see queryFunc):
+	// bash prints no prompt, so no marker but a query's is bash's.
+	promptsEmpty bool
 	// ps2Foreign: PS2 is not ours (read-only, or changed again at every
 	// prompt): text goes as one eval line, which has no continuation.
 	ps2Foreign bool
@@ -113,6 +117,8 @@ type exchange struct {
 	cancelMark int
 	// intr is the state of an interrupt sequence.
 	intr *interrupt
+	// emptyPrompts: the status query was asked to leave the prompts empty.
+	emptyPrompts bool
 	// reprobes counts the probes of ours taken again.
 	reprobes int
 	// waitedOut is the last wait with a timeout of its own waited out (see

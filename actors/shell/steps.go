@@ -28,10 +28,11 @@ import (
 // status is unknown and nothing more of the text is typed. A marker with a
 // command number bash cannot be at is not counted: it cannot be bash's.
 //
-// raw is the marker's bytes. One that cannot be bash's answer is output,
-// printed by a command or a job, and goes where output goes; one that does
+// raw is the marker's bytes. One that cannot be bash's answer (printed by a
+// command or a job, a log of bash's prompts shown again) and one that does
 // not parse (PS1 printed as it is: by bash with promptvars off, or by
-// `echo "$PS1"`) is left out and counted in a notice.
+// `echo "$PS1"`) are left out and counted in a notice: a marker, nonce
+// included, is never shown.
 func (a *Actor) marker(ctx actor.Context, m marker, raw []byte) {
 	ex := &a.ex
 	if m.kind == markPS1 && m.ps1Ours && a.bash.promptPiped {
@@ -39,6 +40,12 @@ func (a *Actor) marker(ctx actor.Context, m marker, raw []byte) {
 		// 2> >(tee log)), whose reader copies it to the terminal at its own
 		// pace: it answers nothing (the status query does), and it is no
 		// output of anyone's.
+		return
+	}
+	if (m.kind == markPS1 || m.kind == markPS2) && a.bash.promptsEmpty {
+		// bash prints no prompt: a prompt marker is in output (cat of a
+		// log that got one) and answers nothing.
+		a.markerOut(raw)
 		return
 	}
 	if a.cur == nil || !ex.flushed {
@@ -53,14 +60,14 @@ func (a *Actor) marker(ctx actor.Context, m marker, raw []byte) {
 			// copied it after bash was seen back at its prompt. It is
 			// nobody's output.
 		default:
-			a.sink(raw) // bash is at its prompt already: not its answer
+			a.markerOut(raw) // bash is at its prompt already: not its answer
 		}
 		return
 	}
 	switch m.kind {
 	case markPS1:
 		if b := a.bash; ex.step != stepQuery && b.seqKnown && (m.seq < b.seq || m.seq > b.seq+1) {
-			a.sink(raw) // a command number bash cannot be at: not bash's
+			a.markerOut(raw) // a command number bash cannot be at: not bash's
 			return
 		}
 		ex.ps1 = append(ex.ps1, m)
@@ -68,21 +75,24 @@ func (a *Actor) marker(ctx actor.Context, m marker, raw []byte) {
 		ex.ps2++
 	case markQuery:
 		if m.token != ex.token {
-			a.sink(raw) // another query's, or made up
+			a.markerOut(raw) // another query's, or made up
 			return
 		}
 		ex.query = append(ex.query, m)
 		ex.reportAt = a.outputSoFar().len()
 	default:
 		// bash is likely back: prove it.
-		if c := a.cur; c.begun {
-			c.out.markerBytes += int64(len(raw))
-		} else {
-			a.kept.idle.markerBytes += int64(len(raw))
-		}
+		a.markerOut(raw)
 	}
 	// Prove it: is bash back at its prompt?
 	a.proc.Probe(probeTag{ex.gen}, false)
+}
+
+// markerOut leaves out a marker of the runtime's that is no answer of
+// bash's (printed by a command or a job, a log of prompts shown again): it
+// is never shown, only counted in a notice.
+func (a *Actor) markerOut(raw []byte) {
+	a.outputSoFar().markerBytes += int64(len(raw))
 }
 
 // promptState is what a probe says about bash.
