@@ -124,3 +124,55 @@ print("loop done")'`, "progress 0\nprogress 1\nprogress 2\nloop done\n"},
 		})
 	}
 }
+
+// Programs at work while they also watch the terminal are waited for, not
+// taken for waiting for input (found by a hostile pass): an event loop
+// with a child alive or a thread asleep or at work, a thread reading the
+// terminal while the main thread computes, a relay whose program computes.
+// And a loop that checks for a key every 20 ms is said to be waiting
+// (inferred) once quiet, not held until the time limit.
+func TestWorkingProgramsAreNotTakenForWaiting(t *testing.T) {
+	node := testkit.Node(t)
+	py := testkit.Python3(t)
+	h := newHost(t, func(c *config.Config) {
+		c.Bash.TimeoutMs = 60000
+		c.Bash.InputSilenceMs = 1500
+	})
+	for _, c := range []struct{ name, command, want string }{
+		{"a fork holding a pipe", py + ` -c 'import os, select, time
+r, w = os.pipe()
+if os.fork() == 0:
+    time.sleep(1); os.write(w, b"x"); os._exit(0)
+select.select([0, r], [], []); print("child done")'`, "child done\n"},
+		{"node and its child", node + ` -e "require('readline').createInterface({input: process.stdin}); require('child_process').spawn('sh', ['-c', 'sleep 1; echo child-done'], {stdio: 'inherit'}).on('exit', () => process.exit(0))"`, "child-done\n"},
+		{"a thread asleep", py + ` -c 'import asyncio, time
+async def main():
+    asyncio.get_running_loop().add_reader(0, print)
+    await asyncio.to_thread(time.sleep, 1)
+    print("slept")
+asyncio.run(main())'`, "slept\n"},
+		{"a worker at work", node + ` -e "const w = new (require('worker_threads').Worker)('let s = 0; for (let i = 0; i < 3e8; i++) s += i; require(\'worker_threads\').parentPort.postMessage(s)', {eval: true}); w.on('message', () => { console.log('summed'); process.exit(0) }); require('readline').createInterface({input: process.stdin})"`, "summed\n"},
+		{"a thread reads while the main thread computes", py + ` -c 'import threading, time
+threading.Thread(target=input, daemon=True).start()
+t = time.time()
+while time.time() - t < 2: pass
+print("computed")'`, "computed\n"},
+		{"a relay whose program computes", `script -qc "` + py + ` -c 'import time
+t = time.time()
+while time.time() - t < 3: pass
+print(123)'" /dev/null`, "123\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res := bash(t, h, "a", c.command)
+			if res.WaitingForInput || res.ExitCode == nil || *res.ExitCode != 0 || !strings.HasSuffix(strings.ReplaceAll(res.Text, "\r\n", "\n"), c.want) {
+				t.Fatalf("want %q with exit 0, got %+v", c.want, res)
+			}
+		})
+	}
+	res := bash(t, h, "a", py+` -c 'import select, sys
+print("start", flush=True)
+while not select.select([0], [], [], 0.02)[0]: pass'`)
+	if !res.WaitingForInput || !res.WaitInferred || res.TimedOut {
+		t.Fatalf("a key check every 20 ms: %+v", res)
+	}
+}

@@ -95,9 +95,10 @@ func socketInode(target string) (uint32, bool) {
 // it ready, and returns "" if only the process itself can.
 func foreignSource(target string, own *ownFDs) string {
 	switch {
-	case target == "anon_inode:[eventfd]", target == "anon_inode:[signalfd]", target == "anon_inode:[timerfd]",
-		target == "/dev/null":
-		return ""
+	case target == "anon_inode:[eventfd]", target == "anon_inode:[signalfd]", target == "/dev/null":
+		return "" // a child's exit, which a signalfd may report, is looked for apart (liveChild)
+	case target == "anon_inode:[timerfd]":
+		return "a timer of its own (timerfd)"
 	case strings.HasPrefix(target, "pipe:["):
 		if own.count[target] >= 2 {
 			return "" // both ends held here: a self-pipe (the other end is not always open for writing, but then nothing writes it)

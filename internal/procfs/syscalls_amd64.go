@@ -20,6 +20,11 @@ var syscallKinds = map[int]syscallKind{
 	130: kindWaitChild, // rt_sigsuspend
 	34:  kindWaitChild, // pause
 	128: kindWaitChild, // rt_sigtimedwait
+	// An idle thread of a runtime (node's pool, V8's, Python's executors).
+	202: kindFutex, // futex
+	449: kindFutex, // futex_waitv
+	35:  kindSleep, // nanosleep
+	230: kindSleep, // clock_nanosleep
 }
 
 // Where select, poll and epoll keep their timeouts on linux/amd64.

@@ -16,6 +16,11 @@ var syscallKinds = map[int]syscallKind{
 	// A leader waiting for a signal is a supervisor: the work is a child's.
 	133: kindWaitChild, // rt_sigsuspend
 	137: kindWaitChild, // rt_sigtimedwait
+	// An idle thread of a runtime (node's pool, V8's, Python's executors).
+	98:  kindFutex, // futex
+	449: kindFutex, // futex_waitv
+	101: kindSleep, // nanosleep
+	115: kindSleep, // clock_nanosleep
 }
 
 // Where pselect6, ppoll and epoll keep their timeouts on linux/arm64.

@@ -1,7 +1,6 @@
 package procfs
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -56,10 +55,10 @@ type Wait struct {
 	Comm string
 	// Syscall is the name of the system call it is blocked in.
 	Syscall string
-	// Timeout is, for WaitingInput in select or poll, the wait's own
-	// timeout when it has one (bash's read -t): it ends by itself within
-	// that long of the look. Zero means none, or not known. (An event
-	// loop's epoll timeout is its next timer, not an end of the wait.)
+	// Timeout is, for a wait in select, poll or epoll, the wait's own
+	// timeout when it has one (bash's read -t, a timer of an event loop):
+	// it wakes by itself within that long of the look. Zero means none,
+	// or not known.
 	Timeout time.Duration
 	// CPU is the processor time, in clock ticks, used by the members looked
 	// at: the leader, and every member when the leader waits for a child.
@@ -180,6 +179,15 @@ func newTerminal(ttyPath string) terminal {
 
 // taskWait checks every thread of p. waitsForChild is true when a thread is
 // blocked in wait4/waitid, so the work happens in another member.
+//
+// A single-threaded p blocked reading the terminal, or waiting for it in an
+// event loop (select, poll, epoll) with nothing else to wake it, proves a
+// wait for input. With more threads it is an IdleLoop: its processor time
+// across a watch decides, since another thread may be at work and hand
+// work back. An event loop is unknown when it may also be woken from
+// outside: a source another program can make ready, a child process alive,
+// or another thread waiting for something other than work to do (a sleep,
+// a connection, a child).
 func taskWait(p Proc, tty terminal) (w Wait, waitsForChild bool) {
 	if p.State == 'T' || p.State == 't' {
 		// Stopped (SIGSTOP, or traced): it may sit in read, but it reads
@@ -191,7 +199,13 @@ func taskWait(p Proc, tty terminal) (w Wait, waitsForChild bool) {
 	if err != nil {
 		return Wait{State: NotWaiting}, false
 	}
-	best := Wait{State: NotWaiting}
+	type look struct {
+		call  Syscall
+		kind  syscallKind
+		known bool
+	}
+	looks := make([]look, 0, len(tids))
+	best, bestAt := Wait{State: NotWaiting}, -1
 	running := false
 	for _, tid := range tids {
 		raw, err := os.ReadFile(base + "/task/" + tid + "/syscall")
@@ -202,15 +216,13 @@ func taskWait(p Proc, tty terminal) (w Wait, waitsForChild bool) {
 		if err != nil {
 			continue
 		}
+		kind, known := syscallKinds[call.Nr]
+		looks = append(looks, look{call, kind, known})
 		if call.Running {
 			running = true
 			continue
 		}
-		if !call.Blocked() {
-			continue
-		}
-		kind, known := syscallKinds[call.Nr]
-		if !known {
+		if !call.Blocked() || !known {
 			continue
 		}
 		found := Wait{State: NotWaiting, PID: p.PID, Syscall: syscallNames[kind]}
@@ -224,27 +236,156 @@ func taskWait(p Proc, tty terminal) (w Wait, waitsForChild bool) {
 		case kindWaitChild:
 			waitsForChild = true
 		}
-		if found.State == WaitingInput && kind == kindRead {
-			found.Comm = currentComm(p)
-			return found, false
-		}
-		if rank(found.State) > rank(best.State) {
-			best = found
+		if rank(found.State) > rank(best.State) || found.State == WaitingInput && kind == kindRead {
+			best, bestAt = found, len(looks)-1
 		}
 	}
 	if best.State == NotWaiting {
 		return best, waitsForChild
 	}
-	if running && best.State == WaitingInput {
-		// An event loop on the terminal while another of its threads
-		// works: busy until its processor time says otherwise.
+	best.Comm = currentComm(p)
+	byRead := best.Syscall == syscallNames[kindRead]
+	if !byRead {
+		if best.State == WaitingInput || best.State == IdleLoop {
+			best = otherWakers(p, base, tids, tty, best, func(yield func(int, Syscall, syscallKind, bool) bool) {
+				for i, l := range looks {
+					if i != bestAt && !yield(i, l.call, l.kind, l.known) {
+						return
+					}
+				}
+			})
+		}
+	}
+	if best.State == WaitingInput && (running || len(tids) > 1) {
+		// A thread waits for the terminal while another may work (node's
+		// worker, input() in a thread while the main thread computes; at
+		// a look it may be waiting for a lock): its work decides.
 		best.State, best.Every = IdleLoop, 0
 	}
 	if best.State != WaitingInput {
-		best.Work = threadsWork(base, tids)
+		best.Work = ProcessWork(p.PID) + descendantsWork(base, tids)
 	}
-	best.Comm = currentComm(p)
 	return best, false
+}
+
+// otherWakers makes an idle loop unknown when something other than the
+// terminal and its own work may wake it: another thread that waits for
+// something else (a sleep, a connection, a child), or a child process
+// alive.
+func otherWakers(p Proc, base string, tids []string, tty terminal, w Wait, others func(func(int, Syscall, syscallKind, bool) bool)) Wait {
+	what := ""
+	others(func(_ int, call Syscall, kind syscallKind, known bool) bool {
+		if call.Running {
+			return true
+		}
+		what = threadWaitsOnOther(p, base, known, kind, call, tty)
+		return what == ""
+	})
+	if what == "" {
+		if c, ok := liveChild(base, tids); ok {
+			what = fmt.Sprintf("its child process `%s` (pid %d), whose exit or output wakes it", c.Comm, c.PID)
+		}
+	}
+	if what != "" {
+		w.State, w.Every, w.Also = WaitUnknown, 0, what
+	}
+	return w
+}
+
+// threadWaitsOnOther describes what a thread of p (not the one waiting on
+// the terminal) waits for, when that is something other than work to do:
+// "" for a thread that is idle (a futex, the terminal, an event loop on
+// p's own sources) or not blocked.
+func threadWaitsOnOther(p Proc, base string, known bool, kind syscallKind, call Syscall, tty terminal) string {
+	if !call.Blocked() {
+		return ""
+	}
+	if !known {
+		return fmt.Sprintf("another of its threads, blocked in system call %d", call.Nr)
+	}
+	switch kind {
+	case kindFutex:
+		return ""
+	case kindSleep:
+		return "another of its threads, which sleeps (a timer of its own)"
+	case kindWaitChild:
+		// A wait for a child is looked for apart (liveChild); a wait for a
+		// signal is a helper's (glibc's thread for POSIX timers, as vim's).
+		return ""
+	case kindRead:
+		fd := int(call.Args[0])
+		if tty.is(p, base, fd) {
+			return ""
+		}
+		target, err := os.Readlink(base + "/fd/" + strconv.Itoa(fd))
+		if err != nil {
+			return ""
+		}
+		if d := foreignSource(target, readOwnFDs(base)); d != "" {
+			return "another of its threads, which reads " + d
+		}
+		return ""
+	case kindSelect, kindPoll, kindEpoll:
+		fds, ok := watchedSources(p, base, kind, call)
+		if !ok {
+			return ""
+		}
+		if _, foreign := sourceKinds(p, base, fds, tty); len(foreign) > 0 {
+			return "another of its threads, which waits on " + strings.Join(foreign, ", ")
+		}
+	}
+	return ""
+}
+
+// childPIDs lists the children of the process at base, made by any of its
+// threads tids (/proc/PID/task/TID/children).
+func childPIDs(base string, tids []string) []int {
+	var pids []int
+	for _, tid := range tids {
+		b, err := os.ReadFile(base + "/task/" + tid + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, n)
+			}
+		}
+	}
+	return pids
+}
+
+// liveChild returns a child of the process at base that has not exited.
+func liveChild(base string, tids []string) (Proc, bool) {
+	for _, pid := range childPIDs(base, tids) {
+		if c, err := Stat(pid); err == nil && !c.Zombie() {
+			return c, true
+		}
+	}
+	return Proc{}, false
+}
+
+// maxDescendants bounds descendantsWork.
+const maxDescendants = 256
+
+// descendantsWork sums the time on a CPU of every thread of the
+// descendants of the process at base: the program a relay such as script
+// runs in a session of its own, a worker it started.
+func descendantsWork(base string, tids []string) uint64 {
+	var ns uint64
+	queue := childPIDs(base, tids)
+	for seen := 0; len(queue) > 0 && seen < maxDescendants; seen++ {
+		pid := queue[0]
+		queue = queue[1:]
+		cb := "/proc/" + strconv.Itoa(pid)
+		ctids, err := readDirNames(cb + "/task")
+		if err != nil {
+			continue
+		}
+		ns += ProcessWork(pid)
+		queue = append(queue, childPIDs(cb, ctids)...)
+	}
+	return ns
 }
 
 // eventWait judges a select, poll or epoll wait (see sources.go): the
@@ -274,9 +415,10 @@ func eventWait(p Proc, base string, kind syscallKind, call Syscall, tty terminal
 			w.State, w.Also = WaitUnknown, fmt.Sprintf("a timeout of %d ms, as a loop checking for a key between bits of work has", d.Milliseconds())
 		case ok && d < pollingTimeout:
 			// An event loop with a timer due soon (ipython's wakes every
-			// 500 ms), or a slower key check: its work decides.
-			w.State, w.Every = IdleLoop, d
-		case ok && kind != kindEpoll:
+			// 500 ms), or a slower key check: its work decides, across
+			// two of its wake-ups.
+			w.State, w.Every, w.Timeout = IdleLoop, d, d
+		case ok:
 			w.Timeout = d
 		}
 	}
@@ -295,10 +437,7 @@ func membersWork(pgrp, except int) uint64 {
 		if m.PID == except {
 			continue
 		}
-		base := "/proc/" + strconv.Itoa(m.PID)
-		if tids, err := readDirNames(base + "/task"); err == nil {
-			ns += threadsWork(base, tids)
-		}
+		ns += ProcessWork(m.PID)
 	}
 	return ns
 }
@@ -317,22 +456,19 @@ func rank(s WaitState) int {
 	return 0
 }
 
-// threadsWork sums the time on a CPU, in nanoseconds, of the threads tids
-// of the process at base (/proc/PID/task/TID/schedstat: exact, unlike the
-// tick counts of stat).
-func threadsWork(base string, tids []string) uint64 {
-	var ns uint64
-	for _, tid := range tids {
-		b, err := os.ReadFile(base + "/task/" + tid + "/schedstat")
-		if err != nil {
-			continue
-		}
-		if f := bytes.Fields(b); len(f) > 0 {
-			n, _ := strconv.ParseUint(string(f[0]), 10, 64)
-			ns += n
-		}
+// ProcessWork is the time on a CPU, in nanoseconds, of every thread of
+// process pid, read from its CPU clock (clock_gettime with the process's
+// CPUCLOCK_SCHED clock id). Unlike /proc's schedstat and stat, which the
+// kernel brings up to date at a context switch or a tick (and a tickless
+// CPU running one task has none), the clock adds the time the running
+// threads have used so far. 0 when the process is gone.
+func ProcessWork(pid int) uint64 {
+	const cpuclockSched = 2 // CPUCLOCK_SCHED; MAKE_PROCESS_CPUCLOCK(pid, clock) = ^pid<<3 | clock
+	var ts unix.Timespec
+	if err := unix.ClockGettime(int32(^pid<<3|cpuclockSched), &ts); err != nil {
+		return 0
 	}
-	return ns
+	return uint64(ts.Nano())
 }
 
 // currentComm is p's name now. p was read before its system call, and a
@@ -354,6 +490,8 @@ const (
 	kindPoll
 	kindEpoll
 	kindWaitChild
+	kindFutex
+	kindSleep
 )
 
 var syscallNames = map[syscallKind]string{
@@ -362,6 +500,8 @@ var syscallNames = map[syscallKind]string{
 	kindPoll:      "poll",
 	kindEpoll:     "epoll_wait",
 	kindWaitChild: "wait4", // or a wait for a signal
+	kindFutex:     "futex",
+	kindSleep:     "nanosleep",
 }
 
 // terminal is the terminal asked about: its slave's path and device number.

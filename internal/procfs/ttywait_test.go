@@ -103,7 +103,11 @@ func neverWaiting(t *testing.T, pgrp int, tty string) {
 	}
 }
 
-// Programs that block reading the terminal, each in the way /proc shows it.
+// Programs that wait for terminal input, each in the way /proc shows it: a
+// single-threaded program blocked reading it, or waiting for it in an event
+// loop with nothing from outside, is proven; a program with more threads
+// (asyncio's, node) is an idle loop, which its owner proves by watching its
+// processor time (waitproof).
 func TestTTYWaitProvesWaiting(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -132,8 +136,8 @@ func TestTTYWaitProvesWaiting(t *testing.T) {
 		{"select, socketpair", []string{"python3", "-c", "import select, socket; a, b = socket.socketpair(); select.select([a, 0], [], [])"}, "python3", []string{"select"}, procfs.WaitingInput},
 		// asyncio's loop: epoll, with its self-pipe a socketpair.
 		{"asyncio reader", []string{"python3", "-c", "import asyncio, sys\nasync def main():\n    f = asyncio.get_running_loop().create_future()\n    asyncio.get_running_loop().add_reader(0, f.set_result, 1)\n    await f\nasyncio.run(main())"}, "python3", []string{"epoll_wait"}, procfs.WaitingInput},
-		{"node REPL", []string{"node"}, "node", []string{"epoll_wait"}, procfs.WaitingInput},
-		{"readline.question", []string{"node", "-e", "require('readline').createInterface({input: process.stdin, output: process.stdout}).question('Ok to proceed? (y) ', a => console.log(a))"}, "node", []string{"epoll_wait"}, procfs.WaitingInput},
+		{"node REPL", []string{"node"}, "node", []string{"epoll_wait"}, procfs.IdleLoop},
+		{"readline.question", []string{"node", "-e", "require('readline').createInterface({input: process.stdin, output: process.stdout}).question('Ok to proceed? (y) ', a => console.log(a))"}, "node", []string{"epoll_wait"}, procfs.IdleLoop},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -346,6 +350,12 @@ func TestTTYWaitEventLoopsThatAreNoProof(t *testing.T) {
 		{"pty.spawn relay", []string{"python3", "-c", "import pty; pty.spawn(['sleep', '1000'])"}, procfs.WaitUnknown, "master side of another terminal", false},
 		{"tcp connection", []string{"python3", "-c", "import select, socket; s = socket.create_server(('127.0.0.1', 0)); c = socket.create_connection(s.getsockname()); select.select([0, c], [], [])"}, procfs.WaitUnknown, "a socket", false},
 		{"pipe from a child", []string{"python3", "-c", "import os, select, time\nr, w = os.pipe()\nif os.fork() == 0:\n    os.close(r); time.sleep(1000)\nos.close(w); select.select([0, r], [], [])"}, procfs.WaitUnknown, "a pipe from another program", false},
+		// Woken from outside in other ways: a child alive (node's
+		// child_process, a fork that holds the other end of a pipe, asyncio's
+		// subprocesses), another thread that sleeps.
+		{"node and a child", []string{"node", "-e", "require('readline').createInterface({input: process.stdin}); require('child_process').spawn('sleep', ['1000'], {stdio: 'inherit'})"}, procfs.WaitUnknown, "its child process `sleep`", false},
+		{"a fork holding a pipe", []string{"python3", "-c", "import os, select, time\nr, w = os.pipe()\nif os.fork() == 0:\n    time.sleep(1000)\nselect.select([0, r], [], [])"}, procfs.WaitUnknown, "its child process", false},
+		{"a sleeping thread", []string{"python3", "-c", "import asyncio, time\nasync def main():\n    asyncio.get_running_loop().add_reader(0, print)\n    await asyncio.to_thread(time.sleep, 1000)\nasyncio.run(main())"}, procfs.WaitUnknown, "another of its threads, which sleeps", false},
 		{"a key check", []string{"python3", "-c", "import select\nwhile True: select.select([0], [], [], 0.02)"}, procfs.WaitUnknown, "a timeout of 20 ms", false},
 		{"short timeout", []string{"python3", "-c", "import select\nwhile True: select.select([0], [], [], 0.2)"}, procfs.IdleLoop, "", true},
 		{"a thread at work", []string{"python3", "-c", "import select, threading\nthreading.Thread(target=lambda: [0 for _ in iter(int, 1)], daemon=True).start()\nselect.select([0], [], [])"}, procfs.IdleLoop, "", false},

@@ -24,6 +24,9 @@ const (
 	// loopMargin is added to a loop's wake-up interval, so that the watch
 	// sees it wake and go back.
 	loopMargin = 3 * time.Millisecond
+	// workSample is the least time between two samples of a waiter's
+	// processor time that noteWork compares.
+	workSample = 25 * time.Millisecond
 	// loopWorkShare: an idle loop may use up to 1/loopWorkShare of the
 	// watch on a CPU (ipython's loop wakes every 500 ms for 0.3 ms; a
 	// program that looks for a key between bits of work uses far more).
@@ -81,6 +84,9 @@ type Tracker struct {
 	// cpuAt when it was last seen to change (or the episode began).
 	cpu   uint64
 	cpuAt time.Time
+	// work is the waiter's exact processor time at workAt (see noteWork).
+	work   uint64
+	workAt time.Time
 }
 
 // New returns a tracker that sends its ticks with send (the owner's Send to
@@ -99,6 +105,7 @@ func (t *Tracker) Start(proc *ptyproc.Process) {
 	t.delay = First
 	t.confirm = procfs.Wait{}
 	t.loop = procfs.Wait{}
+	t.workAt = time.Time{}
 	t.arm(First)
 }
 
@@ -167,8 +174,13 @@ func (t *Tracker) Probe(p *ptyproc.Probe) (v Verdict, wait procfs.Wait) {
 		return Stale, procfs.Wait{}
 	}
 	if p.Err == nil && !p.InputPending {
-		if p.Wait.CPU != t.cpu {
-			t.cpu, t.cpuAt = p.Wait.CPU, time.Now()
+		switch p.Wait.State {
+		case procfs.WaitUnknown, procfs.IdleLoop:
+			t.noteWork(p.Wait.Work)
+		default:
+			if p.Wait.CPU != t.cpu {
+				t.cpu, t.cpuAt = p.Wait.CPU, time.Now()
+			}
 		}
 	}
 	if p.Err == nil {
@@ -206,6 +218,26 @@ func (t *Tracker) Probe(p *ptyproc.Probe) (v Verdict, wait procfs.Wait) {
 	t.confirm = procfs.Wait{}
 	t.backoff()
 	return Inconclusive, procfs.Wait{}
+}
+
+// noteWork takes the exact processor time (ns) of a waiter and what it
+// started, and counts it as work (QuietFor starts again) when it grew by
+// more than 1/loopWorkShare of the time since the last sample, taken at
+// least workSample apart: a loop that wakes 50 times a second to look for
+// a key uses far less, a relay's program at work far more. (Clock ticks,
+// charged a whole tick at a time, would count such a loop as working.)
+func (t *Tracker) noteWork(w uint64) {
+	now := time.Now()
+	if t.workAt.IsZero() || w < t.work {
+		t.work, t.workAt = w, now
+		return
+	}
+	if el := now.Sub(t.workAt); el >= workSample {
+		if w-t.work > uint64(el)/loopWorkShare {
+			t.cpuAt = now
+		}
+		t.work, t.workAt = w, now
+	}
 }
 
 // idleLoop judges a wait on the terminal that wakes itself soon or has a

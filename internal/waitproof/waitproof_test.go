@@ -36,7 +36,10 @@ func run(t *testing.T, command string, judge func(v Verdict, probes int) bool) {
 				tr.Tick(m)
 			case *ptyproc.Probe:
 				probes++
-				v, _ := tr.Probe(m)
+				v, w := tr.Probe(m)
+				if v == Waiting {
+					t.Logf("waiting: %+v", w)
+				}
 				if judge(v, probes) {
 					return
 				}
@@ -114,6 +117,10 @@ while True:
 		"a child's work": `exec python3 -c 'import select, subprocess, sys
 p = subprocess.Popen([sys.executable, "-c", "while True: pass"])
 while True: select.select([0], [], [], 0.3)'`,
+		"a thread reads while the main thread works": `exec python3 -c 'import threading
+threading.Thread(target=input, daemon=True).start()
+while True: pass'`,
+		"a worker thread works": `exec node -e "new (require('worker_threads').Worker)('for (;;) {}', {eval: true}); require('readline').createInterface({input: process.stdin})"`,
 		"a key check": `exec python3 -c 'import select
 while True: select.select([0], [], [], 0.02)'`,
 	} {
