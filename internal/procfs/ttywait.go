@@ -72,8 +72,12 @@ type Wait struct {
 	// when it is another thread that runs).
 	Every time.Duration
 	// Work is, for IdleLoop and WaitUnknown, the time the waiting member's
-	// threads have spent on a CPU, in nanoseconds.
+	// threads (and what it started) have spent on a CPU, in nanoseconds.
 	Work uint64
+	// Busy: another thread of the waiting member was running, or ready to
+	// run, at the look. Such a look proves nothing however little Work
+	// grew: on a loaded machine a thread at work may get no CPU for a while.
+	Busy bool
 }
 
 // Same reports whether w and o are the same wait of the same member,
@@ -264,6 +268,7 @@ func taskWait(p Proc, tty terminal) (w Wait, waitsForChild bool) {
 	}
 	if best.State != WaitingInput {
 		best.Work = ProcessWork(p.PID) + descendantsWork(base, tids)
+		best.Busy = running
 	}
 	return best, false
 }

@@ -240,9 +240,10 @@ func (t *Tracker) noteWork(w uint64) {
 	}
 }
 
-// idleLoop judges a wait on the terminal that wakes itself soon or has a
-// thread running: it is a wait for input once a watch that spans a wake-up
-// finds the same wait at its end, with no output and almost no work between.
+// idleLoop judges a wait on the terminal that wakes itself soon or has
+// other threads: it is a wait for input once a watch that spans a wake-up
+// finds the same wait at its end, with no output and almost no work between,
+// and no thread ready to run at that look.
 func (t *Tracker) idleLoop(w procfs.Wait) (Verdict, procfs.Wait) {
 	now := time.Now()
 	if !t.loop.Same(w) || t.loopOut != t.outputs || w.Work < t.loopWork {
@@ -256,7 +257,7 @@ func (t *Tracker) idleLoop(w procfs.Wait) (Verdict, procfs.Wait) {
 		t.arm(t.loopUntil.Sub(now))
 		return Inconclusive, procfs.Wait{}
 	}
-	if since := now.Sub(t.loopAt); w.Work-t.loopWork > uint64(since)/loopWorkShare {
+	if since := now.Sub(t.loopAt); w.Busy || w.Work-t.loopWork > uint64(since)/loopWorkShare {
 		// It works: watch again from here.
 		t.loopWork = w.Work
 		t.watchLoop(now, w)
