@@ -1,8 +1,10 @@
 package shell_test
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dsh-actors/dsh-actors/actors/shell"
 	"github.com/dsh-actors/dsh-actors/config"
@@ -42,7 +44,15 @@ asyncio.run(main())"`, false, []string{"ready?"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := bash(t, h, "a", tt.command)
+			// node's REPL starts with a timer of its own due in about 8 s,
+			// which is waited out like any event loop's timer (a script's
+			// setTimeout may print): the call may take that long.
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			res, err := h.Bash(ctx, "a", shell.Args{Command: tt.command})
+			if err != nil {
+				t.Fatal(err)
+			}
 			if !res.WaitingForInput || res.WaitInferred != tt.inferred || res.TimedOut || res.ShellReset {
 				t.Fatalf("want waiting for input (inferred %v), got %+v", tt.inferred, res)
 			}
