@@ -3,11 +3,13 @@ package shell_test
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/dsh-actors/dsh-actors/actors/shell"
 	"github.com/dsh-actors/dsh-actors/config"
 )
 
@@ -228,4 +230,77 @@ func checkAccounting(t *testing.T, results []string, lines, calls int) {
 
 func wholeLine(l string) bool {
 	return lineL.MatchString(l) || lineMine.MatchString(l) || lineSeq.MatchString(l) || lineJob.MatchString(l) || l == "end" || l == ""
+}
+
+// The timeout path: a command prints numbered lines as fast as it can until
+// the call's time runs out and the shell is killed; it also appends each
+// line to a file after printing it. The result, read with its notice as a
+// gap, must give back the stream the terminal got: the lines from the first
+// on, in order, up to the last the file has (or the one after it, printed
+// but not yet appended when the command was stopped), the notice's byte
+// count exactly what is missing. Before, a timed-out result lost the last
+// thousands of lines written (issue 16 §2).
+func TestEveryByteIsAccountedForAtATimeout(t *testing.T) {
+	for _, c := range []struct {
+		limit    int
+		headOnly bool
+	}{{1500, false}, {16000, false}, {1500, true}} {
+		t.Run(fmt.Sprintf("maxOutputChars=%d,keepHeadOnly=%v", c.limit, c.headOnly), func(t *testing.T) {
+			h := newHost(t, func(cfg *config.Config) { cfg.Bash.MaxOutputChars, cfg.Bash.KeepHeadOnly = c.limit, c.headOnly })
+			file := filepath.Join(t.TempDir(), "written")
+			res := bashArgs(t, h, "a", shell.Args{TimeoutMs: 1500, Command: fmt.Sprintf(
+				`for ((i=1;;i++)); do printf "L%%07d\n" $i; printf "L%%07d\n" $i >> %s; done`, file)})
+			if !res.TimedOut {
+				t.Fatalf("not timed out: %+v", res)
+			}
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			appended := strings.Count(string(b), "\n")
+			text, trailer, ok := strings.Cut(res.Text, "\n[timed out after ")
+			if !ok {
+				t.Fatalf("no timeout notice: %q", res.Text)
+			}
+			text += "\n"
+			head, gap, tail := text, 0, ""
+			if i := strings.Index(text, "[output clipped: "); i >= 0 {
+				line, rest, _ := strings.Cut(text[i:], "\n")
+				head = text[:i]
+				cut := false
+				if m := clipBetween.FindStringSubmatch(line); m != nil {
+					gap, _ = strconv.Atoi(m[1])
+					tail, cut = rest, m[2] != ""
+				} else if m := clipNotice.FindStringSubmatch(line); m != nil && rest == "" {
+					gap, _ = strconv.Atoi(m[2]) // only the beginning is kept
+					cut = m[1] != ""
+				} else {
+					t.Fatalf("notice %q, then %q", line, rest)
+				}
+				if cut {
+					head = strings.TrimSuffix(head, "\n") // the renderer's newline after a cut line
+				}
+			}
+			if strings.Contains(trailer, "[output clipped") {
+				t.Fatalf("a clip notice after the timeout's: %q", trailer)
+			}
+			// The stream ends with the last whole line the terminal got;
+			// in head-only mode its number comes from the byte count.
+			total := len(head) + gap + len(tail)
+			if total%9 != 0 {
+				t.Fatalf("kept %d+%d bytes and the notices count %d: not whole lines", len(head), len(tail), gap)
+			}
+			last := total / 9
+			if last != appended && last != appended+1 {
+				t.Fatalf("the result's stream ends at line %d, the command had appended %d", last, appended)
+			}
+			var want strings.Builder
+			for i := 1; i <= last; i++ {
+				fmt.Fprintf(&want, "L%07d\n", i)
+			}
+			if !strings.HasPrefix(want.String(), head) || !strings.HasSuffix(want.String(), tail) {
+				t.Fatalf("head or end is not the stream's (head %d bytes, end %d bytes of %d)", len(head), len(tail), want.Len())
+			}
+		})
+	}
 }
