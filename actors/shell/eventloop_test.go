@@ -161,7 +161,7 @@ async def main():
     await asyncio.to_thread(time.sleep, 1)
     print("slept")
 asyncio.run(main())'`, "slept\n"},
-		{"a worker at work", node + ` -e "const w = new (require('worker_threads').Worker)('let s = 0; for (let i = 0; i < 3e8; i++) s += i; require(\'worker_threads\').parentPort.postMessage(s)', {eval: true}); w.on('message', () => { console.log('summed'); process.exit(0) }); require('readline').createInterface({input: process.stdin})"`, "summed\n"},
+		{"a worker at work", node + ` -e "const w = new (require('worker_threads').Worker)('let s = 0; for (let i = 0; i < 2e7; i++) s += i; require(\'worker_threads\').parentPort.postMessage(s)', {eval: true}); w.on('message', () => { console.log('summed'); process.exit(0) }); require('readline').createInterface({input: process.stdin})"`, "summed\n"},
 		{"a thread reads while the main thread computes", py + ` -c 'import threading, time
 threading.Thread(target=input, daemon=True).start()
 t = time.time()
