@@ -123,6 +123,12 @@ func TestAPromptSentElsewhereLeavesNoMarker(t *testing.T) {
 			check("echo three", "three\n", "0")
 			check(c.back, "", "0")
 			check("echo four", "four\n", "0")
+			// Back on the terminal (/dev/tty is its name too), lines go
+			// as they are again, not in an eval line of the runtime's.
+			check("set -x", "", "0")
+			if res := bash(t, h, "a", "echo five"); res.Text != "+ echo five\nfive\n" {
+				t.Fatalf("after stderr came back: %+v", res)
+			}
 			if c.name == "file" {
 				b, err := os.ReadFile(filepath.Join(dir, "e.log"))
 				if err != nil || strings.Count(string(b), "\x1e") > 2 {

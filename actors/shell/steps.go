@@ -298,7 +298,7 @@ func (a *Actor) stdinGone(ctx actor.Context, p *ptyproc.Probe) bool {
 		return false
 	}
 	in, err := os.Readlink("/proc/" + strconv.Itoa(a.proc.PID()) + "/fd/0")
-	if err == nil && in == a.proc.TTYName() {
+	if err == nil && (in == a.proc.TTYName() || in == "/dev/tty") {
 		return false
 	}
 	a.broken(ctx, fmt.Sprintf("bash no longer reads its terminal: its standard input is %q (a command redirected it, as exec 0< does), so nothing typed can reach it", in))
@@ -307,9 +307,11 @@ func (a *Actor) stdinGone(ctx actor.Context, p *ptyproc.Probe) bool {
 
 // bashStderr says where bash's stderr, where it prints its prompt, goes:
 // elsewhere than the terminal, and to a pipe (exec 2> >(tee log)).
+// /dev/tty (exec 2>/dev/tty, as a script puts stderr back) is the
+// terminal too: it is bash's controlling terminal, which is its session's.
 func (a *Actor) bashStderr() (elsewhere, piped bool) {
 	out, err := os.Readlink("/proc/" + strconv.Itoa(a.proc.PID()) + "/fd/2")
-	return err != nil || out != a.proc.TTYName(), err == nil && strings.HasPrefix(out, "pipe:[")
+	return err != nil || out != a.proc.TTYName() && out != "/dev/tty", err == nil && strings.HasPrefix(out, "pipe:[")
 }
 
 // textStolen names a program other than bash, started from it, that reads
