@@ -138,3 +138,22 @@ func TestAPromptSentElsewhereLeavesNoMarker(t *testing.T) {
 		})
 	}
 }
+
+// Under set -x, a shell whose stderr is not the terminal (the logging
+// idiom) shows the user's commands traced, not the eval line the runtime
+// types them in. Before, every call began with "+ eval -- 'echo five'".
+func TestTracingShowsNoEvalOfTheRuntimes(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "x.log")
+	h := newHost(t, nil)
+	wantText(t, bash(t, h, "a", "exec > >(tee -a "+log+") 2>&1"), "")
+	bash(t, h, "a", "set -x")
+	for _, c := range []struct {
+		command string
+		evals   int
+	}{{"echo five", 0}, {"echo six\necho seven", 0}, {"eval -- 'echo mine'", 1}} {
+		res := bash(t, h, "a", c.command)
+		if strings.Count(res.Text, "eval -- ") != c.evals || strings.Contains(res.Text, "left out") || exitCode(res) != "0" {
+			t.Fatalf("%q: %+v", c.command, res)
+		}
+	}
+}

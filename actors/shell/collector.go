@@ -187,6 +187,38 @@ func (c *collector) dropLinesWith(from int, s string) {
 	c.rewrite(kept)
 }
 
+// dropFirstLineWith drops the first line, from byte from on, that holds s
+// (see dropLinesWith for where it looks).
+func (c *collector) dropFirstLineWith(from int, s string) {
+	if len(c.tail) > 0 {
+		if at := from - c.tailStart(); at >= 0 && at <= len(c.tail) {
+			c.tail = dropFirstLine(c.tail, at, s)
+		}
+		return
+	}
+	if c.dropped > 0 || from > len(c.head) {
+		return
+	}
+	if kept := dropFirstLine(c.head, from, s); len(kept) != len(c.head) {
+		c.rewrite(append([]byte(nil), kept...))
+	}
+}
+
+// dropFirstLine is b without the first line, from at on, that holds s.
+func dropFirstLine(b []byte, at int, s string) []byte {
+	i := bytes.Index(b[at:], []byte(s))
+	if i < 0 {
+		return b
+	}
+	i += at
+	start := bytes.LastIndexByte(b[at:i], '\n') + 1 + at
+	end := len(b)
+	if j := bytes.IndexByte(b[i:], '\n'); j >= 0 {
+		end = i + j + 1
+	}
+	return append(append([]byte(nil), b[:start]...), b[end:]...)
+}
+
 // dropLines is b without the lines, from at on, that hold s.
 func dropLines(b []byte, at int, s string) []byte {
 	if !bytes.Contains(b[at:], []byte(s)) {

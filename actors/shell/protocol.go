@@ -156,7 +156,8 @@ func (p protocol) restoreName() string { return "__dsh_" + p.nonce + "_r" }
 // PS1 in force when it was called expands to (RS replaced, cut to
 // maxPromptText): bash printed that after the command. flags are the
 // length of BASHOPTS, then "e"
-// while shopt extdebug is on, "b" while `{` or `}` is an alias (the next
+// while shopt extdebug is on, "x" while set -x is (xtrace, as the caller
+// had it), "b" while `{` or `}` is an alias (the next
 // query line is then not a group, see queryLineSetting) and "p" when
 // PROMPT_COMMAND was set aside. It drops the
 // attributes that would change what is assigned to the prompts (declare
@@ -193,7 +194,7 @@ func (p protocol) queryFunc() string {
 	var b strings.Builder
 	// Quoted: called through builtin, local is not known for a declaration
 	// when the line is parsed, so its arguments would be split.
-	fmt.Fprintf(&b, `%s() { \builtin local - t="$2" p="${PS1-}" n='\#' r f= c i; \builtin set +x -- "$@"; n="${n@P}"; p="${p@P}"; \builtin printf -v r '\036'; p="${p//"$r"/?}"; p="${p:0:%d}"; `, p.queryName(), maxPromptText)
+	fmt.Fprintf(&b, `%s() { \builtin local - t="$2" p="${PS1-}" n='\#' r f= c i o="$-"; \builtin set +x -- "$@"; n="${n@P}"; p="${p@P}"; \builtin printf -v r '\036'; p="${p//"$r"/?}"; p="${p:0:%d}"; `, p.queryName(), maxPromptText)
 	b.WriteString(`\builtin declare -g +i +l +u +c +n PS1 PS2; `)
 	// With a fourth argument (bash's stderr is not the terminal), the
 	// prompts are left empty instead: bash would print them into a file
@@ -202,7 +203,7 @@ func (p protocol) queryFunc() string {
 	b.WriteString(ours("PS1", p.ps1))
 	b.WriteString(ours("PS2", p.ps2))
 	b.WriteString(`fi; `)
-	b.WriteString(`f=${#BASHOPTS}; [[ :$BASHOPTS: == *:extdebug:* ]] && f+=e; { \builtin alias -- '{' || \builtin alias -- '}'; } && f+=b; `)
+	b.WriteString(`f=${#BASHOPTS}; [[ :$BASHOPTS: == *:extdebug:* ]] && f+=e; [[ $o == *x* ]] && f+=x; { \builtin alias -- '{' || \builtin alias -- '}'; } && f+=b; `)
 	// PROMPT_COMMAND set aside for the next prompt (see above).
 	fmt.Fprintf(&b, `if [[ ${PROMPT_COMMAND[*]-} == *[![:space:]]* && ${PROMPT_COMMAND@a} != *[!ax]* && ${PROMPT_COMMAND[*]} != *%[1]s* ]]; then `+
 		`c="\\%[1]s ${PROMPT_COMMAND@a}-"; for i in "${!PROMPT_COMMAND[@]}"; do c+=" $i ${PROMPT_COMMAND[i]@Q}"; done; [[ $f == *b* ]] || c="{ $c; } >/dev/null 2>&1"; `+
@@ -403,6 +404,7 @@ type marker struct {
 	token                    string
 	ps1ReadOnly, ps2ReadOnly bool
 	extdebug, bracesAliased  bool
+	xtrace                   bool
 	prompt                   string
 }
 
@@ -428,7 +430,7 @@ func (p protocol) parseMarker(body []byte) marker {
 		}
 		return marker{kind: markQuery, token: f[0], seq: seq, status: st, ps1ReadOnly: strings.Contains(f[3], "r"),
 			ps2ReadOnly: strings.Contains(f[4], "r"), opts: opts, extdebug: strings.Contains(letters, "e"),
-			bracesAliased: strings.Contains(letters, "b"), prompt: f[6]}
+			bracesAliased: strings.Contains(letters, "b"), xtrace: strings.Contains(letters, "x"), prompt: f[6]}
 	}
 	// PS2's head and PS1's text may hold colons: PS1's is known when it is
 	// ours.

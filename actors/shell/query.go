@@ -132,6 +132,7 @@ func (a *Actor) queryDone(ctx actor.Context) {
 	q := ex.query[0]
 	b := &a.bash
 	b.extdebug, b.optsSeen, b.plainQuery = q.extdebug, q.opts, q.bracesAliased
+	b.xtrace = q.xtrace
 	// The query's line was number q.seq: the line before it ran if that is
 	// one more than bash's number at the prompt it was typed at.
 	ran := !b.seqKnown || q.seq != b.seq

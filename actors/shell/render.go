@@ -41,6 +41,7 @@ func (a *Actor) statusResult(c *call, st int) Result {
 // render builds the result text: notes, output since the previous call, the
 // call's output, then the trailer lines.
 func (a *Actor) render(c *call, r *Result, trailer []string) Result {
+	dropEvalTraces(c)
 	c.before.end()
 	c.out.end()
 	var b strings.Builder

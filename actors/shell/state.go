@@ -72,6 +72,8 @@ type bashState struct {
 	// found it, while BASHOPTS had the length optsSeen (see
 	// extdebugSuspect).
 	extdebug bool
+	// xtrace: set -x was on at the last status query.
+	xtrace bool
 	optsSeen int
 	// plainQuery: `{` or `}` is an alias, so the status query's line is
 	// not a group (see queryLineSetting).
@@ -176,6 +178,9 @@ type call struct {
 	lines []string
 	next  int
 	eval  bool
+	// evalTraced are where in out eval lines typed under set -x began:
+	// bash traces the eval itself (see dropEvalTraces).
+	evalTraced []int
 	// continuing: bash reads the rest of a quote, heredoc or compound
 	// command that a line before opened.
 	continuing bool

@@ -38,6 +38,10 @@ func (a *Actor) typeNext(ctx actor.Context) {
 	typed := frameLine(line, a.bash.readline)
 	if c.eval {
 		typed = evalLine(line)
+		if a.bash.xtrace {
+			// (Before the first line is flushed, out is empty: 0.)
+			c.evalTraced = append(c.evalTraced, c.out.len())
+		}
 	}
 	// What bash has read so far: a line it answers having read less of it
 	// than was typed went partly to another reader of the terminal.
@@ -265,6 +269,20 @@ func (a *Actor) textDone(ctx actor.Context) {
 		r.ExitCode = &zero
 	}
 	a.finish(ctx, c, a.render(c, &r, trailer))
+}
+
+// dropEvalTraces leaves out what set -x printed for the eval lines the
+// runtime typed (while the prompts are not the runtime's, the text goes as
+// one eval line): the first line with "eval -- " after each began, which
+// bash prints before anything the eval runs. The user's commands stay
+// traced (one level deeper: "++"). Called as the result is rendered, when
+// the writers are done: the trace may come through a pipe (exec > >(tee
+// log) 2>&1).
+func dropEvalTraces(c *call) {
+	for i := len(c.evalTraced) - 1; i >= 0; i-- {
+		c.out.dropFirstLineWith(c.evalTraced[i], "eval -- ")
+	}
+	c.evalTraced = nil
 }
 
 // ranResult is the result of call c with the status of its last command,
