@@ -72,9 +72,9 @@ type bashState struct {
 	// found it, while BASHOPTS had the length optsSeen (see
 	// extdebugSuspect).
 	extdebug bool
+	optsSeen int
 	// xtrace: set -x was on at the last status query.
 	xtrace bool
-	optsSeen int
 	// plainQuery: `{` or `}` is an alias, so the status query's line is
 	// not a group (see queryLineSetting).
 	plainQuery bool
