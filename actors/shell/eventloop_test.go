@@ -186,3 +186,14 @@ while not select.select([0], [], [], 0.02)[0]: pass'`)
 		t.Fatalf("a key check every 20 ms: %+v", res)
 	}
 }
+
+// A progress bar's line is shown as the terminal shows it at the end, not
+// every state it went through (issue 16 §10).
+func TestRewrittenLinesAreShownAsTheyEnd(t *testing.T) {
+	h := newHost(t, nil)
+	res := bash(t, h, "a", `for i in $(seq 1 200); do printf '\r[%-20s] %3d%%' "$(printf '#%.0s' $(seq 1 $((i/10))))" $((i/2)); done; echo; printf 'step 1\r\033[Kstep 2\n'; echo 'RESULT: 42'`)
+	want := "[####################] 100%\nstep 2\nRESULT: 42\n"
+	if res.Text != want || exitCode(res) != "0" {
+		t.Fatalf("got %q, want %q", res.Text, want)
+	}
+}

@@ -123,9 +123,9 @@ func cycleNote(n int64) string {
 	return fmt.Sprintf("[%d %s left out: bash printed them after the runtime's status query, with its prompt (PROMPT_COMMAND's output, PS1)]", n, bytesWere(n, false))
 }
 
-// tidy is output as a reader wants it: job notices without the terminal's
-// "\r", overstrike undone.
-func tidy(s string) string { return unstrike(tidyJobNotices(s)) }
+// tidy shows output as a terminal would: job notices without their CR,
+// overstrike undone, rewritten lines (progress bars) as they end.
+func tidy(s string) string { return collapseRewrites(unstrike(tidyJobNotices(s))) }
 
 // overstrike is a character printed over itself (bold: "N\bN") or over an
 // underscore (underline: "_\bN", or "N\b_"), as man and nroff print for a
