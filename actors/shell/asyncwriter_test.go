@@ -157,3 +157,22 @@ func TestTracingShowsNoEvalOfTheRuntimes(t *testing.T) {
 		}
 	}
 }
+
+// Writers in a chain (each exec > >(tee -a log) in a shell whose output
+// is a pipe already adds one more): every one of them is waited for,
+// however long the chain. Before, readers more than four pipes away were
+// not looked at, and a slow one there (a read loop at the end) had its
+// output come in a later result.
+func TestOutputThroughAChainOfWritersStaysInItsCall(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "chain.log")
+	h := newHost(t, nil)
+	wantText(t, bash(t, h, "a", `exec > >(while IFS= read -r l; do sleep 0.01; printf '%s\n' "$l"; done) 2>&1`), "")
+	for i := range 6 {
+		res := bash(t, h, "a", "exec > >(tee -a "+log+") 2>&1; echo tok"+strconv.Itoa(i))
+		wantText(t, res, "tok"+strconv.Itoa(i)+"\n")
+	}
+	res := bash(t, h, "a", "seq 30; echo END")
+	if !strings.HasSuffix(res.Text, "29\n30\nEND\n") || strings.Count(res.Text, "\n") != 31 {
+		t.Fatalf("through the chain: %q", res.Text)
+	}
+}

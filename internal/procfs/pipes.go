@@ -39,13 +39,12 @@ type PipeReader struct {
 	waitsForChild bool
 }
 
-// maxPipeHops bounds how far PipeReaders follows readers whose own output
-// is a pipe (tee log | grep x).
-const maxPipeHops = 4
-
 // PipeReaders lists the processes of session sid that hold the read end of
 // one of pipes, and, in turn, those reading the pipes their own output goes
-// to. It reads every process's stat and each member's descriptors.
+// to (tee log | grep x), however long the chain: each exec > >(tee -a log)
+// in a shell whose output is a pipe already adds a hop. Every round lists
+// members not seen before, or ends. It reads every process's stat and each
+// member's descriptors.
 func PipeReaders(sid int, pipes []string) ([]PipeReader, error) {
 	members, err := Session(sid)
 	if err != nil {
@@ -53,7 +52,7 @@ func PipeReaders(sid int, pipes []string) ([]PipeReader, error) {
 	}
 	var readers []PipeReader
 	seen := map[int]bool{}
-	for hop := 0; hop < maxPipeHops && len(pipes) > 0; hop++ {
+	for len(pipes) > 0 {
 		var next []string
 		for _, m := range members {
 			if seen[m.PID] || m.Zombie() {
