@@ -322,16 +322,7 @@ func TestOverstrikeIsUndone(t *testing.T) {
 // before its cancel comes.
 func cancelOrAnswered(t *testing.T, h *host.Host, agent, command string) {
 	t.Helper()
-	fifo, started := testkit.Signal(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := h.Bash(ctx, agent, shell.Args{Command: strings.ReplaceAll(command, "$GO", fifo)})
-		done <- err
-	}()
-	started()
-	cancel()
-	if err := <-done; err != nil && err != context.Canceled {
+	if err := cancelAfterStart(t, h, agent, command); err != nil && err != context.Canceled {
 		t.Fatalf("the cancelled call returned %v", err)
 	}
 }

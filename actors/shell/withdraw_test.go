@@ -20,6 +20,16 @@ import (
 // gives it as $GO, then block) and cancels the call once it has started.
 func cancelWhenStarted(t *testing.T, h *host.Host, agent, command string) {
 	t.Helper()
+	if err := cancelAfterStart(t, h, agent, command); err != context.Canceled {
+		t.Fatalf("the cancelled call returned %v", err)
+	}
+}
+
+// cancelAfterStart runs command, in which $GO names a FIFO the command
+// writes to once it has started, cancels the call then, and returns what
+// the call returned.
+func cancelAfterStart(t *testing.T, h *host.Host, agent, command string) error {
+	t.Helper()
 	fifo, started := testkit.Signal(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -29,9 +39,7 @@ func cancelWhenStarted(t *testing.T, h *host.Host, agent, command string) {
 	}()
 	started()
 	cancel()
-	if err := <-done; err != context.Canceled {
-		t.Fatalf("the cancelled call returned %v", err)
-	}
+	return <-done
 }
 
 // A cancelled call is Ctrl-C: the command is interrupted, the rest of its
