@@ -89,6 +89,17 @@ while True:
     select.select([0], [], [], 1.2)
     print('\033[H\033[2Jtick', flush=True)"`, "tick"},
 		{"top", "TERM=xterm top -d 3", "load average"},
+		// A clock in bash itself, waking every second (found by a hostile
+		// pass: held until the time limit).
+		{"a clock", `while :; do printf '\033[H\033[2J%s' "clock-$RANDOM"; read -t 1 -n 1 k && break; done`, "clock-"},
+		// top where TERM has no cursor moves: plain text at each timeout,
+		// with terminal modes of its own.
+		{"top, dumb", "TERM=dumb top -d 1", "load average"},
+		// An idle program that re-arms the same timer and prints nothing
+		// (as ipython's prompt does every 500 ms).
+		{"an idle timer", py + ` -c "import select
+print('ready> ', end='', flush=True)
+while not select.select([0], [], [], 0.6)[0]: pass"`, "ready> "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			res := bash(t, h, "a", c.command)

@@ -221,16 +221,38 @@ func (a *Actor) waitOut(w procfs.Wait) bool {
 		return false
 	}
 	ex, c := &a.ex, a.cur
+	out := a.outputSoFar().len()
+	next := &waitedOut{redraws: c.redraws.n, pid: w.PID, syscall: w.Syscall, timeout: w.Timeout, out: out, rounds: 1}
 	if o := ex.waitedOut; o != nil {
 		if c.redraws.n != o.redraws {
 			return false
+		}
+		same := o.pid == w.PID && o.syscall == w.Syscall
+		if same && o.out == out && nearly(o.timeout, w.Timeout) && w.PID != a.proc.PID() {
+			// Back in the same wait with the same timeout, having printed
+			// nothing: a timer that an idle program re-arms (ipython's
+			// every 500 ms), not a prompt that will go on by itself. (bash's
+			// own read -t has no timer of its own: read -t 1; read -t 1 is
+			// two prompts.)
+			return false
+		}
+		if same {
+			next.rounds = o.rounds + 1
+		}
+		if next.rounds > maxWaitOuts {
+			if own, err := a.proc.ModesChanged(); err != nil || own {
+				// A program with terminal modes of its own that prints at
+				// each timeout, round after round (top where TERM has no
+				// cursor moves): a display, not a countdown.
+				return false
+			}
 		}
 	} else if c.redraws.n > 0 {
 		if own, err := a.proc.ModesChanged(); err != nil || own {
 			return false
 		}
 	}
-	ex.waitedOut = &waitedOut{redraws: c.redraws.n}
+	ex.waitedOut = next
 	a.wait.Stop()
 	a.armStep(w.Timeout + waitproof.First)
 	return true
@@ -240,6 +262,28 @@ func (a *Actor) waitOut(w procfs.Wait) bool {
 // the call's output held when it began.
 type waitedOut struct {
 	redraws int
+	// The wait waited out: whose, its timeout, the call's output length
+	// then, and how many times in a row the same program's wait was.
+	pid     int
+	syscall string
+	timeout time.Duration
+	out     int
+	rounds  int
+}
+
+// maxWaitOuts is how many waits in a row of a program with terminal modes
+// of its own that prints at each are waited out (a countdown's few rounds)
+// before it is taken for a display.
+const maxWaitOuts = 5
+
+// nearly reports whether two timeouts are the same within a tenth (a
+// re-armed timer is read a little after it was set).
+func nearly(a, b time.Duration) bool {
+	d := a - b
+	if d < 0 {
+		d = -d
+	}
+	return d <= max(a, b)/10
 }
 
 // A marker's probe that found bash still on its way to the prompt is taken

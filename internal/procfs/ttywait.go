@@ -419,10 +419,10 @@ func eventWait(p Proc, base string, kind syscallKind, call Syscall, tty terminal
 			// a wait for something else): as likely working as waiting.
 			w.State, w.Also = WaitUnknown, fmt.Sprintf("a timeout of %d ms, as a loop checking for a key between bits of work has", d.Milliseconds())
 		case ok && d < pollingTimeout:
-			// An event loop with a timer due soon (ipython's wakes every
-			// 500 ms), or a slower key check: its work decides, across
-			// two of its wake-ups.
-			w.State, w.Every, w.Timeout = IdleLoop, d, d
+			// An event loop with a timer due soon, or a slower key check:
+			// its work decides, across two of its wake-ups (which its
+			// owner has then seen: no timeout left to wait out).
+			w.State, w.Every = IdleLoop, d
 		case ok:
 			w.Timeout = d
 		}
@@ -537,9 +537,10 @@ func encodeDev(rdev uint64) int {
 
 // pollingTimeout: a wait on the terminal that times out sooner than this is
 // a program looking for a key between bits of work, or an event loop with a
-// timer due soon (IdleLoop); one with a longer timeout, or none, waits for
-// input (vim wakes every few seconds).
-const pollingTimeout = time.Second
+// timer due soon (IdleLoop); one with a longer timeout (read -t 1, ipython's
+// 500 ms timer, vim's 4 s) is a wait for input with a timeout of its own
+// (Wait.Timeout), or none.
+const pollingTimeout = 500 * time.Millisecond
 
 // keyCheckTimeout: a wait on the terminal that times out sooner than this is
 // a loop checking for a key (a game, a progress display, a wait for a child
