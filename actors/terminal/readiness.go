@@ -303,7 +303,10 @@ func (a *Actor) promptProbed(ctx actor.Context, p *ptyproc.Probe, c *promptCheck
 		a.promptCheck = nil // typed into meanwhile: a later marker decides
 		return
 	}
-	reading := p.Err == nil && !p.InputPending && p.Wait.State == procfs.WaitingInput
+	// bash itself, the terminal's leader, in its own group: a program
+	// started after a marker was printed (eval "$PROMPT_COMMAND"; cat)
+	// reads the terminal too, and is no prompt.
+	reading := p.Err == nil && !p.InputPending && p.Wait.State == procfs.WaitingInput && a.leaderReads(p)
 	if !reading && time.Now().Before(c.until) {
 		send := a.send
 		c.timer = time.AfterFunc(time.Millisecond, func() { send(&promptRetry{c}) })
@@ -374,7 +377,7 @@ func (a *Actor) probed(ctx actor.Context, p *ptyproc.Probe) {
 	verdict, w := a.wait.Probe(p)
 	switch verdict {
 	case waitproof.Waiting:
-		if a.promptIdle {
+		if a.promptIdle && a.leaderReads(p) {
 			// The shell's prompt marker came, and now it is proven
 			// reading: that is the prompt, however the two looks were
 			// ordered.
@@ -404,4 +407,10 @@ func waiterName(w procfs.Wait) string {
 		return "the program"
 	}
 	return fmt.Sprintf("%s (pid %d)", w.Comm, w.PID)
+}
+
+// leaderReads reports whether the waiter a probe found is the terminal's
+// leader (bash, for a shell terminal) with its own group in the foreground.
+func (a *Actor) leaderReads(p *ptyproc.Probe) bool {
+	return p.Pgrp == a.proc.PID() && p.Wait.PID == a.proc.PID()
 }

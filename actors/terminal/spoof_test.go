@@ -25,4 +25,9 @@ func TestASpoofedPromptMarkerIsNotAPrompt(t *testing.T) {
 		}
 	}
 	want(t, f.call("terminal_read", fmt.Sprintf(`{"terminal_id":%q,"wait_ms":20000}`, id)), "prompt", "over\n")
+	// A program that reads the terminal after the spoofed marker is not
+	// bash at its prompt: the next text would go to it (found by a hostile
+	// pass: "py got echo shell-command").
+	r = f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":"eval \"$PROMPT_COMMAND\"; cat","keys":["Enter"]}`, id))
+	want(t, r, "stdin_read", "cat (pid")
 }
