@@ -178,6 +178,12 @@ threading.Thread(target=input, daemon=True).start()
 t = time.time()
 while time.time() - t < 2: pass
 print("computed")'`, "computed\n"},
+		// A timed prompt built on a thread: input() in a thread, the main
+		// thread waiting for it with a timeout (a timed futex).
+		{"a thread's input with a timeout", py + ` -c 'import threading
+r = []
+t = threading.Thread(target=lambda: r.append(input("answer? ")), daemon=True); t.start(); t.join(1.5)
+print("got", r or "default")'`, "got default\n"},
 		{"a relay whose program computes", `script -qc "` + py + ` -c 'import time
 t = time.time()
 while time.time() - t < 3: pass

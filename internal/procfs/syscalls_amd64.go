@@ -37,3 +37,6 @@ var timeoutArgs = map[int]timeoutArg{
 	281: {3, millis},   // epoll_pwait
 	441: {3, timespec}, // epoll_pwait2
 }
+
+// futexSyscall is futex(2)'s number.
+const futexSyscall = 202

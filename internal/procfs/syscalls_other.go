@@ -7,3 +7,6 @@ package procfs
 var syscallKinds = map[int]syscallKind{}
 
 var timeoutArgs = map[int]timeoutArg{}
+
+// futexSyscall is unknown here: no futex's timeout is read.
+const futexSyscall = -1

@@ -260,6 +260,18 @@ func taskWait(p Proc, tty terminal) (w Wait, waitsForChild bool) {
 			})
 		}
 	}
+	if best.State == WaitingInput || best.State == IdleLoop {
+		// Another thread's timed wait wakes the program by itself (a
+		// thread.join(3) while a thread asks input()): a timeout of its own.
+		for i, l := range looks {
+			if i == bestAt || !l.known || l.kind != kindFutex || !l.call.Blocked() {
+				continue
+			}
+			if d, ok := futexTimeout(p, l.call); ok && (best.Timeout == 0 || d < best.Timeout) {
+				best.Timeout = max(d, time.Millisecond)
+			}
+		}
+	}
 	if best.State == WaitingInput && (running || len(tids) > 1) {
 		// A thread waits for the terminal while another may work (node's
 		// worker, input() in a thread while the main thread computes; at
@@ -340,6 +352,45 @@ func threadWaitsOnOther(p Proc, base string, known bool, kind syscallKind, call 
 		}
 	}
 	return ""
+}
+
+// futexTimeout reads how long a thread blocked in futex(2) has until its
+// timeout, when it has one: relative for FUTEX_WAIT, an absolute time on
+// CLOCK_MONOTONIC (or CLOCK_REALTIME with FUTEX_CLOCK_REALTIME) for
+// FUTEX_WAIT_BITSET, as glibc's timed waits (sem_clockwait, a Python
+// lock's acquire with a timeout) give it.
+func futexTimeout(p Proc, call Syscall) (time.Duration, bool) {
+	const (
+		futexWait        = 0
+		futexWaitBitset  = 9
+		futexCmdMask     = 0x7f
+		futexClockRealtm = 256
+	)
+	if call.Nr != futexSyscall || call.Args[3] == 0 {
+		return 0, false
+	}
+	op := call.Args[1]
+	raw, err := readMem(p.PID, call.Args[3], 16)
+	if err != nil {
+		return 0, false
+	}
+	at := time.Duration(int64(binary.LittleEndian.Uint64(raw[0:8])))*time.Second + time.Duration(int64(binary.LittleEndian.Uint64(raw[8:16])))
+	switch op & futexCmdMask {
+	case futexWait:
+		return at, at > 0
+	case futexWaitBitset:
+		clock := int32(unix.CLOCK_MONOTONIC)
+		if op&futexClockRealtm != 0 {
+			clock = unix.CLOCK_REALTIME
+		}
+		var now unix.Timespec
+		if unix.ClockGettime(clock, &now) != nil {
+			return 0, false
+		}
+		left := at - time.Duration(now.Nano())
+		return left, left > 0
+	}
+	return 0, false
 }
 
 // childPIDs lists the children of the process at base, made by any of its
