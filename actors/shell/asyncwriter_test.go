@@ -48,6 +48,12 @@ func TestOutputThroughAnAsynchronousWriterStaysInItsCall(t *testing.T) {
 			if err != nil || !strings.Contains(string(b), "one\n") {
 				t.Fatalf("the log: %q, %v", b, err)
 			}
+			// At most the prompt printed right after the redirecting line
+			// reaches the log (found by a hostile pass: one after every
+			// line, 12 agents in 16).
+			if n := strings.Count(string(b), "\x1eDSH"); strings.Contains(setup, "2>&1") && n > 1 {
+				t.Fatalf("%d prompt markers in the log: %q", n, b)
+			}
 			os.Remove(log)
 		})
 	}

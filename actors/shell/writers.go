@@ -66,6 +66,12 @@ func (a *Actor) writersProbed(ctx actor.Context, t writersProbe, p *ptyproc.Prob
 		return
 	}
 	a.bash.outputPiped = p.OutputPiped
+	if p.OutputPiped && !a.bash.ps1Stuck && mayRedirect(c.args.Command) {
+		// bash's prompt may now go into the pipe too (exec 2>&1), and
+		// reach the log at each line: the next call asks first, and the
+		// query leaves the prompts empty while stderr is elsewhere.
+		a.bash.needQuery = true
+	}
 	idle := p.Err == nil && p.Drained
 	for _, w := range p.Writers {
 		idle = idle && w.Idle
