@@ -170,21 +170,12 @@ func (c *collector) dropLinesWith(from int, s string) {
 		}
 		return
 	}
-	if c.dropped > 0 || from > len(c.head) || !bytes.Contains(c.head[from:], []byte(s)) {
+	if c.dropped > 0 || from > len(c.head) {
 		return
 	}
-	kept := append([]byte(nil), c.head[:from]...)
-	for rest := c.head[from:]; len(rest) > 0; {
-		line := rest
-		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-			line = rest[:i+1]
-		}
-		rest = rest[len(line):]
-		if !bytes.Contains(line, []byte(s)) {
-			kept = append(kept, line...)
-		}
+	if kept := dropLines(c.head, from, s); len(kept) != len(c.head) {
+		c.rewrite(kept)
 	}
-	c.rewrite(kept)
 }
 
 // dropFirstLineWith drops the first line, from byte from on, that holds s
