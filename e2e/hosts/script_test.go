@@ -89,6 +89,13 @@ func script(o scriptOptions) []step {
 			checks: []check{contains("sees-1-tmp", "1 /tmp")}},
 		{name: "exit-status", tool: "bash", args: fixed(map[string]any{"command": "false"}),
 			checks: []check{contains("sees-exit-code-1", "[exit code: 1]")}},
+		// A prompt in an event loop (npx's "Ok to proceed?" is readline's
+		// question): the call returns at once, saying so, and the next call
+		// interrupts it in the same shell.
+		{name: "prompt-in-event-loop", tool: "bash", args: fixed(map[string]any{"command": `node -e "require('readline').createInterface({input: process.stdin, output: process.stdout}).question('Ok to proceed? (y) ', a => console.log(a))"`}),
+			checks: []check{contains("sees-question", "Ok to proceed? (y)"), contains("sees-waiting", "waiting for input")}},
+		{name: "after-the-prompt", tool: "bash", args: fixed(map[string]any{"command": "echo after $X"}),
+			checks: []check{contains("sees-after-1", "after 1")}},
 		{name: "terminal-open", tool: "terminal_open", args: fixed(map[string]any{"command": o.python3}),
 			checks: []check{contains("sees-prompt", ">>>"), word("sees-terminal-id", "t1")}},
 	}
