@@ -32,16 +32,18 @@ type Config struct {
 	Limits Limits `yaml:"limits"`
 	// MCP configures the MCP server.
 	MCP MCP `yaml:"mcp"`
+	// Sandbox configures the sandbox of each agent's processes.
+	Sandbox Sandbox `yaml:"sandbox"`
 }
 
 // Default returns the configuration used when there is no file.
 func Default() Config {
-	return Config{Bash: shell.DefaultConfig(), Terminal: terminal.DefaultConfig(), Admission: DefaultAdmission(), Limits: DefaultLimits(), MCP: DefaultMCP()}
+	return Config{Bash: shell.DefaultConfig(), Terminal: terminal.DefaultConfig(), Admission: DefaultAdmission(), Limits: DefaultLimits(), MCP: DefaultMCP(), Sandbox: DefaultSandbox()}
 }
 
 // Validate checks every section.
 func (c Config) Validate() error {
-	return errors.Join(c.Bash.Validate(), c.Terminal.Validate(), c.Admission.Validate(), c.Session.Validate(), c.TmuxContext.Validate(), c.Limits.Validate(), c.MCP.Validate())
+	return errors.Join(c.Bash.Validate(), c.Terminal.Validate(), c.Admission.Validate(), c.Session.Validate(), c.TmuxContext.Validate(), c.Limits.Validate(), c.MCP.Validate(), c.Sandbox.Validate())
 }
 
 // Parse reads YAML on top of the defaults and validates the result. name is

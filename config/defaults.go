@@ -54,6 +54,18 @@ var comments = map[string]string{
 	"mcp.turnIdleMs":                 "a call after this long without one begins a turn: the listeners' context (tmux location) comes with its result; 0: every call",
 	"mcp.progressIntervalMs":         "a call whose client gave a progress token is reported this often while it runs (time so far, last line printed)",
 	"mcp.detachedSessionMs":          "an HTTP session its client holds nothing of (no request, no stream, no call) this long ends, and its agent with every process; 30 s after a stream it held closed, if shorter",
+	"sandbox":                        "The sandbox of each agent's processes: nothing in it reaches the host, another agent, or outlives the agent.",
+	"sandbox.level":                  "auto (process+limits, as far as the machine allows; said when weaker), off, process (own user, pid, mount namespaces under an init), limits (+ a cgroup per agent), nonet (+ loopback-only network), fs (+ read-only system, private /tmp)",
+	"sandbox.require":                "true: refuse to run an agent in a sandbox weaker than the level asks",
+	"sandbox.disable":                "mechanisms never used, comma-separated (process, limits, nonet, fs)",
+	"sandbox.pidsMax":                "processes and threads one agent may have; 0: no limit",
+	"sandbox.memoryMax":              "memory one agent may use, past which the kernel kills inside it only: bytes, KiB/MiB/GiB, or a % of the machine's; 0: no limit",
+	"sandbox.cpuWeight":              "one agent's share of the processors against the others' (1-10000, 100 usual); 0: unset",
+	"sandbox.writable":               "directories writable at level fs besides the agent's working directory, comma-separated",
+	"sandbox.env":                    "What of the host's environment agents' processes inherit.",
+	"sandbox.env.inherit":            "filtered (all but names like *KEY*, *SECRET*, *TOKEN*, *PASSWORD*), all, or none",
+	"sandbox.env.include":            "name patterns always inherited (with none: the only ones), comma-separated, case-insensitive",
+	"sandbox.env.exclude":            "name patterns never inherited, besides the secrets'",
 }
 
 // DefaultYAML is the default configuration as a commented file: loaded

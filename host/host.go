@@ -28,6 +28,10 @@ import (
 // ErrStopped is returned by calls on a host that has been stopped.
 var ErrStopped = errors.New("host: stopped")
 
+// ErrInvalidSandboxLevel is returned for an agent whose Options.SandboxLevel
+// is not a level.
+var ErrInvalidSandboxLevel = errors.New("host: not a sandbox level")
+
 // Options configure a host. The zero value is a host with the default
 // configuration on an actor system of its own.
 type Options struct {
@@ -56,6 +60,11 @@ type Options struct {
 	// Executor runs plugins' commands; nil means one with
 	// executor.AllowAll.
 	Executor *executor.Executor
+	// SandboxLevel chooses an agent's sandbox level (one of auto, off,
+	// process, limits, nonet, fs) in place of the configuration's
+	// sandbox.level; nil, or "", keeps the configuration's. An unknown
+	// level fails the agent's calls with ErrInvalidSandboxLevel.
+	SandboxLevel func(agentID string) string
 	// Metrics records the host's calls, failures and usage; nil records
 	// nothing. The actor system made for the host (System nil) carries
 	// protoactor's instruments when the Metrics has them.
@@ -142,7 +151,7 @@ func Start(opts Options) (*Host, error) {
 	})
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return newHostActor(h, agentOptions{cfg: cfg, dir: opts.Dir, env: opts.Env, log: log, gate: gate,
-			session: h.session, listeners: listeners, limits: h.limits, metrics: opts.Metrics})
+			session: h.session, listeners: listeners, limits: h.limits, metrics: opts.Metrics, sandboxLevel: opts.SandboxLevel})
 	}, actor.WithGuardian(resumeGuardian), actor.WithDispatcher(dispatcher))
 	pid, err := h.system.Root.SpawnNamed(props, "dsh-host-"+h.system.ProcessRegistry.NextId())
 	if err != nil {

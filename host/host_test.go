@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(signalsHelperEnv); mode != "" {
 		os.Exit(signalsHelper(mode))
 	}
+	if jobs := os.Getenv(sandboxHelperEnv); jobs != "" {
+		os.Exit(sandboxHost(jobs))
+	}
 	if path := os.Getenv(recorderEnv); path != "" {
 		os.Exit(recorder(path))
 	}
@@ -73,6 +76,8 @@ func TestStartWarnsOfInheritedSignals(t *testing.T) {
 	}
 }
 
+func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
 func ctxT(t *testing.T) context.Context { return hosttest.Context(t) }
 
 func start(t *testing.T, opts host.Options) *host.Host {
@@ -80,26 +85,15 @@ func start(t *testing.T, opts host.Options) *host.Host {
 	return hosttest.Start(t, nil, opts)
 }
 
-// lastInt parses the last line of text (job-control notices may come first).
-func lastInt(t *testing.T, text string) int {
-	t.Helper()
-	lines := strings.Split(strings.TrimSpace(text), "\n")
-	n, err := strconv.Atoi(lines[len(lines)-1])
-	if err != nil || n <= 1 {
-		t.Fatalf("no pid at the end of %q", text)
-	}
-	return n
-}
-
 func TestStopEndsEveryProcessAndLaterCallsFail(t *testing.T) {
 	h := start(t, host.Options{})
 	var sids []int
 	for _, id := range []string{"a", "b", "c"} {
-		res, err := h.Bash(ctxT(t), id, shell.Args{Command: "nohup sleep 1000 >/dev/null 2>&1 & echo $$"})
+		res, err := h.Bash(ctxT(t), id, shell.Args{Command: "nohup sleep 1000 >/dev/null 2>&1 & "+testkit.ShellPID})
 		if err != nil {
 			t.Fatal(err)
 		}
-		sids = append(sids, lastInt(t, res.Text))
+		sids = append(sids, testkit.HostPID(t, res.Text))
 	}
 	if err := h.Stop(ctxT(t)); err != nil {
 		t.Fatal(err)
@@ -150,11 +144,11 @@ func TestRunsOnTheEmbeddersActorSystem(t *testing.T) {
 
 func TestStopAgentKillsItsProcessesAndTheIDCanBeUsedAgain(t *testing.T) {
 	h := start(t, host.Options{})
-	res, err := h.Bash(ctxT(t), "a", shell.Args{Command: "export X=1; sleep 1000 & disown; echo $$"})
+	res, err := h.Bash(ctxT(t), "a", shell.Args{Command: "export X=1; sleep 1000 & disown; "+testkit.ShellPID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sid := lastInt(t, res.Text)
+	sid := testkit.HostPID(t, res.Text)
 	if err := h.StopAgent(ctxT(t), "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -379,11 +373,11 @@ func TestOutOfDescriptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sids []int
-	res, err := h.Bash(ctxT(t), "first", shell.Args{Command: "sleep 1000 & echo $$"})
+	res, err := h.Bash(ctxT(t), "first", shell.Args{Command: "sleep 1000 & "+testkit.ShellPID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sids = append(sids, lastInt(t, res.Text))
+	sids = append(sids, testkit.HostPID(t, res.Text))
 	// A limit just above what is open now.
 	fds, _ := os.ReadDir("/proc/self/fd")
 	low := old
@@ -401,14 +395,14 @@ func TestOutOfDescriptors(t *testing.T) {
 	defer restore()
 	var limitErr string
 	for i := 0; i < 50 && limitErr == ""; i++ {
-		res, err := h.Bash(ctxT(t), fmt.Sprintf("a%d", i), shell.Args{Command: "sleep 1000 & echo $$"})
+		res, err := h.Bash(ctxT(t), fmt.Sprintf("a%d", i), shell.Args{Command: "sleep 1000 & "+testkit.ShellPID})
 		switch {
 		case err != nil:
 			limitErr = err.Error()
 		case res.IsError:
 			limitErr = res.Text
 		default:
-			sids = append(sids, lastInt(t, res.Text))
+			sids = append(sids, testkit.HostPID(t, res.Text))
 		}
 	}
 	if !strings.Contains(limitErr, "ulimit -n") {

@@ -16,6 +16,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/internal/admission"
 	"github.com/dsh-actors/dsh-actors/internal/limits"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
+	"github.com/dsh-actors/dsh-actors/internal/sandbox"
 	"github.com/dsh-actors/dsh-actors/metrics"
 	"github.com/dsh-actors/dsh-actors/sessionlog"
 	"github.com/dsh-actors/dsh-actors/supervision"
@@ -43,6 +44,8 @@ type agentOptions struct {
 	listeners []agent.Listener
 	limits    *limits.Set
 	metrics   *metrics.Metrics
+	// sandboxLevel is the host's choice of an agent's sandbox level.
+	sandboxLevel func(agentID string) string
 }
 
 // agentPolicy: an agent that panics is restarted (its children are stopped
@@ -182,20 +185,29 @@ func (a *hostActor) spawn(ctx actor.Context, id string) any {
 	if err != nil {
 		return fmt.Errorf("host: starting agent %q: %w", id, err)
 	}
+	var level string
+	if a.opts.sandboxLevel != nil {
+		level = a.opts.sandboxLevel(id)
+		if level != "" && !sandbox.Level(level).Valid() {
+			hold.Release()
+			return fmt.Errorf("host: starting agent %q: %w: %q (one of %v)", id, ErrInvalidSandboxLevel, level, sandbox.Levels)
+		}
+	}
 	reaper := &ptyproc.Reaper{}
 	pid, err := ctx.SpawnNamed(agent.Props(agent.Options{
-		ID:         id,
-		Config:     a.opts.cfg,
-		Dir:        a.opts.dir,
-		Env:        a.opts.env,
-		Logger:     a.opts.log,
-		Reaper:     reaper,
-		Gate:       a.opts.gate,
-		Dispatcher: dispatcher,
-		Session:    a.opts.session,
-		Listeners:  a.opts.listeners,
-		Limits:     a.opts.limits,
-		Metrics:    a.opts.metrics,
+		ID:           id,
+		Config:       a.opts.cfg,
+		Dir:          a.opts.dir,
+		Env:          a.opts.env,
+		SandboxLevel: level,
+		Logger:       a.opts.log,
+		Reaper:       reaper,
+		Gate:         a.opts.gate,
+		Dispatcher:   dispatcher,
+		Session:      a.opts.session,
+		Listeners:    a.opts.listeners,
+		Limits:       a.opts.limits,
+		Metrics:      a.opts.metrics,
 	}), fmt.Sprintf("%s#%d", id, a.incarnation.Add(1)))
 	if err != nil {
 		hold.Release()

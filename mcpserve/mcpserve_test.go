@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -106,17 +105,14 @@ func TestToolsOverMCPWithASessionPerAgent(t *testing.T) {
 		t.Fatal("an unknown tool was called")
 	}
 	// A session that ends stops its agent: its shell is gone.
-	pidText, _ := text(t, b, "bash", map[string]any{"command": "echo $$"})
+	pidText, _ := text(t, b, "bash", map[string]any{"command": testkit.ShellPID})
+	pid := testkit.HostPID(t, pidText)
 	before := len(h.Agents())
 	b.Close()
 	testkit.Eventually(t, "the ended session's agent stopped", func() (bool, string) {
 		n := len(h.Agents())
 		return n == before-1, strings.Join(h.Agents(), ",")
 	})
-	pid, err := strconv.Atoi(strings.TrimSpace(pidText))
-	if err != nil {
-		t.Fatalf("shell pid %q", pidText)
-	}
 	testkit.SessionGone(t, pid)
 }
 

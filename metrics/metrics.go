@@ -49,6 +49,8 @@ type Metrics struct {
 	appendTime   prometheus.Histogram
 	sessions     prometheus.Gauge
 	sessionsSeen prometheus.Counter
+	sandboxes    *prometheus.CounterVec
+	sandboxStart prometheus.Histogram
 
 	// meters is the meter provider protoactor's instruments record to;
 	// nil when another Metrics of the process has them.
@@ -126,7 +128,17 @@ func New() (*Metrics, error) {
 		Name: "dsh_actors_mcp_sessions_started_total",
 		Help: "MCP sessions started.",
 	})
+	m.sandboxes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dsh_actors_sandboxes_made_total",
+		Help: "Agent sandboxes made, by the level asked and the mechanisms obtained (process, limits, nonet, fs joined by +; weaker than asked when they differ).",
+	}, []string{"asked", "obtained"})
+	m.sandboxStart = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "dsh_actors_sandbox_start_seconds",
+		Help:    "Time to make an agent's sandbox (its init ready, its cgroup joined).",
+		Buckets: latencyBuckets,
+	})
 	err := errors.Join(
+		m.reg.Register(m.sandboxes), m.reg.Register(m.sandboxStart),
 		m.reg.Register(m.calls), m.reg.Register(m.latency), m.reg.Register(m.readiness),
 		m.reg.Register(m.clipped), m.reg.Register(m.resets), m.reg.Register(m.failures),
 		m.reg.Register(m.conflicts), m.reg.Register(m.appends), m.reg.Register(m.appendTime),
@@ -270,6 +282,16 @@ func (m *Metrics) ShellReset(cause string) {
 		return
 	}
 	m.resets.WithLabelValues(bounded(resetCauses, cause)).Inc()
+}
+
+// SandboxMade records an agent's sandbox made in took, as asked and as
+// obtained (both bounded: a level, and a set of four mechanisms).
+func (m *Metrics) SandboxMade(asked, obtained string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.sandboxes.WithLabelValues(asked, obtained).Inc()
+	m.sandboxStart.Observe(took.Seconds())
 }
 
 // actorKinds are the kinds of actor a failure label may name.

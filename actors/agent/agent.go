@@ -18,6 +18,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/internal/limits"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 	"github.com/dsh-actors/dsh-actors/internal/safetext"
+	"github.com/dsh-actors/dsh-actors/internal/sandbox"
 	"github.com/dsh-actors/dsh-actors/messages"
 	"github.com/dsh-actors/dsh-actors/metrics"
 	"github.com/dsh-actors/dsh-actors/sessionlog"
@@ -63,6 +64,9 @@ type Options struct {
 	// Metrics records the failures of the agent and its actors; nil
 	// records nothing.
 	Metrics *metrics.Metrics
+	// SandboxLevel, when not empty, is the sandbox level of this agent in
+	// place of the configuration's sandbox.level (a host's choice).
+	SandboxLevel string
 }
 
 // DefaultShellPolicy restarts the shell after each reset (timeout, exit,
@@ -116,6 +120,9 @@ type Actor struct {
 	lost *lostNote
 	// session runs the session protocol; started at its first message.
 	session *session
+	// sandbox is where the agent's shell, terminals and tasks run; shared
+	// with the producer like lost.
+	sandbox *sandbox.Holder
 }
 
 // lostNote says what an agent restart took away.
@@ -192,6 +199,15 @@ func Props(opts Options) *actor.Props {
 		policy = *opts.ShellPolicy
 	}
 	lost := &lostNote{}
+	// The base environment (nil: the host's), as the policy lets it
+	// through.
+	opts.Env = opts.Config.Sandbox.Env.Filter(opts.Env)
+	// The sandbox outlives a restart of the agent (it is shared with the
+	// producer) and ends when the agent stops.
+	sb := sandbox.NewHolder(opts.Config.Sandbox.Want(opts.ID, opts.SandboxLevel, opts.Dir), log,
+		func(r sandbox.Report, took time.Duration) {
+			opts.Metrics.SandboxMade(string(r.Asked), r.Obtained.String(), took)
+		})
 	return actor.PropsFromProducer(func() actor.Actor {
 		strategy, err := supervision.New(policy)
 		if err != nil {
@@ -199,7 +215,7 @@ func Props(opts Options) *actor.Props {
 			panic(fmt.Sprintf("agent: invalid shell policy: %v", err))
 		}
 		return &Actor{opts: opts, log: log, strategy: strategy,
-			terminals: map[string]*actor.PID{}, terminalIDs: map[string]string{}, terminalHolds: map[string]*limits.Hold{}, inflight: map[string]inflight{}, lists: map[string]*listing{}, lost: lost}
+			terminals: map[string]*actor.PID{}, terminalIDs: map[string]string{}, terminalHolds: map[string]*limits.Hold{}, inflight: map[string]inflight{}, lists: map[string]*listing{}, lost: lost, sandbox: sb}
 	}, opts.propsOptions(log)...)
 }
 
@@ -269,6 +285,16 @@ func (a *Actor) Receive(ctx actor.Context) {
 			a.answerList(ctx, l) // with what came
 		}
 	case *actor.Stopped:
+		// The children have stopped and handed their processes to the
+		// Reaper; the sandbox ends with whatever is left in it, and the
+		// agent's owner, waiting for the Reaper, waits for that too.
+		done := a.opts.Reaper.Hold()
+		go func(h *sandbox.Holder) {
+			defer done()
+			if err := h.Close(); err != nil {
+				a.log.Error("sandbox: ending the agent's sandbox", "err", err)
+			}
+		}(a.sandbox)
 		a.release()
 	case *messages.ToolCall:
 		a.dispatch(ctx, m)
@@ -323,6 +349,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 				a.terminalHolds[f.child.Id].Release()
 				delete(a.terminalHolds, f.child.Id)
 				a.forgetAnswered(f.child)
+			}
+			if n := a.sandbox.Notice(); n != "" && !m.IsError {
+				m.Text += "\n" + n
 			}
 			ctx.Send(f.caller, m)
 		}
@@ -431,12 +460,13 @@ func (a *Actor) shellPID(ctx actor.Context) (*actor.PID, error) {
 			return nil, err
 		}
 		a.shell = ctx.Spawn(shell.Props(shell.Options{
-			Config: a.opts.Config.Bash,
-			Dir:    a.opts.Dir,
-			Env:    a.opts.Env,
-			Logger: a.log,
-			Reaper: a.opts.Reaper,
-			Gate:   a.opts.Gate,
+			Config:  a.opts.Config.Bash,
+			Dir:     a.opts.Dir,
+			Env:     a.opts.Env,
+			Logger:  a.log,
+			Reaper:  a.opts.Reaper,
+			Gate:    a.opts.Gate,
+			Sandbox: a.sandbox.Get,
 		}, append(a.opts.propsOptions(a.log), limits.ReleaseOnStop(hold))...))
 	}
 	return a.shell, nil

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -89,11 +88,7 @@ func (f *fixture) bash(pid *actor.PID, command string) string {
 
 func (f *fixture) shellPID(pid *actor.PID) int {
 	f.t.Helper()
-	text := f.bash(pid, "echo $$")
-	n, err := strconv.Atoi(strings.TrimSpace(text))
-	if err != nil {
-		f.t.Fatalf("shell pid %q", text)
-	}
+	n := testkit.HostPID(f.t, f.bash(pid, testkit.ShellPID))
 	return n
 }
 
@@ -144,8 +139,8 @@ func TestPanicIsLoggedSupervisedAndContained(t *testing.T) {
 	if res := f.call(a, "terminal_read", `{"terminal_id":"t1"}`); !res.IsError || !strings.Contains(res.Text, "restarted") || !strings.Contains(res.Text, "t1") {
 		t.Fatalf("a terminal lost in the restart: %+v", res)
 	}
-	if got := f.bash(b, `echo "[${X-}] $$"`); got != "[from-b] "+strconv.Itoa(otherShell)+"\n" {
-		t.Fatalf("agent b was disturbed: %q", got)
+	if got := f.bash(b, `echo "[${X-}]"; `+testkit.ShellPID); !strings.HasPrefix(got, "[from-b]\n") || testkit.HostPID(t, got) != otherShell {
+		t.Fatalf("agent b was disturbed: %q (its shell was %d)", got, otherShell)
 	}
 	logs := f.logs.String()
 	if !strings.Contains(logs, "boom") || !strings.Contains(logs, "agent.(*Actor).Receive") {

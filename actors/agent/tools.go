@@ -95,6 +95,7 @@ func openTool(a *Actor, ctx actor.Context, call *messages.ToolCall) {
 	id := "t" + strconv.Itoa(a.lastTerminal)
 	pid := ctx.Spawn(terminal.Props(terminal.Options{
 		ID: id, Args: args, Config: cfg, Env: a.opts.Env, Dir: a.opts.Dir, Logger: a.log, Reaper: a.opts.Reaper,
+		Sandbox: a.sandbox.Get,
 	}, append(a.opts.propsOptions(a.log), limits.ReleaseOnStop(hold))...))
 	_ = a.strategy.SetPolicy(pid, terminalPolicy)
 	a.terminals[id] = pid

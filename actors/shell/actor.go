@@ -13,6 +13,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/internal/inband"
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
+	"github.com/dsh-actors/dsh-actors/internal/sandbox"
 	"github.com/dsh-actors/dsh-actors/internal/waitproof"
 	"github.com/dsh-actors/dsh-actors/messages"
 )
@@ -52,6 +53,9 @@ type Options struct {
 	// Gate lets the host's calls start a few at a time, first come first
 	// served (see package admission); nil admits every call at once.
 	Gate *admission.Gate
+	// Sandbox returns the sandbox the shell runs in (the agent's, shared
+	// with its terminals); nil, or a nil sandbox, runs it on the host.
+	Sandbox func() (*sandbox.Sandbox, error)
 }
 
 // Timings of the wait proof and of the interrupt sequence.

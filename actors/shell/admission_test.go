@@ -55,7 +55,10 @@ func TestACallWaitingForItsTurnTimesOutWithoutTouchingItsShell(t *testing.T) {
 	if res := <-answered; !strings.Contains(res.Text, "got go") {
 		t.Fatalf("the slot holder: %+v", res)
 	}
-	wantText(t, bash(t, h, "a", "echo $KEEP $$"), "kept "+strconv.Itoa(pid)+"\n")
+	res = bash(t, h, "a", "echo $KEEP; "+testkit.ShellPID)
+	if !strings.HasPrefix(res.Text, "kept\n") || testkit.HostPID(t, res.Text) != pid {
+		t.Fatalf("after the call that never got in: %q, want kept and shell %d", res.Text, pid)
+	}
 }
 
 func TestACallThatOutlivesItsLeaseLetsTheNextIn(t *testing.T) {
@@ -94,7 +97,9 @@ func TestACancelledWaiterTakesNoSlotAndLeavesItsShell(t *testing.T) {
 	// The slot is free again (the cancelled call took none), and a's shell
 	// was never reset.
 	wantText(t, bash(t, h, "c", "echo c"), "c\n")
-	wantText(t, bash(t, h, "a", "echo $$"), strconv.Itoa(pid)+"\n")
+	if got := shellPID(t, h, "a"); got != pid {
+		t.Fatalf("a's shell is %d, was %d", got, pid)
+	}
 }
 
 // Calls queued behind a call whose shell then cannot start (its directory

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 
@@ -58,15 +57,11 @@ func exitCode(res shell.Result) string {
 	return strconv.Itoa(*res.ExitCode)
 }
 
-// shellPID asks the agent's shell for its pid, which is also its session id.
+// shellPID asks the agent's shell for its pid on the host (in its sandbox
+// `echo $$` is another number), which is also its session id.
 func shellPID(t *testing.T, h *host.Host, agent string) int {
 	t.Helper()
-	res := bash(t, h, agent, "echo $$")
-	pid, err := strconv.Atoi(strings.TrimSpace(res.Text))
-	if err != nil {
-		t.Fatalf("shell pid: %q", res.Text)
-	}
-	return pid
+	return testkit.HostPID(t, bash(t, h, agent, testkit.ShellPID).Text)
 }
 
 // call runs a generic tool call.

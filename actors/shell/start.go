@@ -10,6 +10,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/internal/inband"
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
+	"github.com/dsh-actors/dsh-actors/internal/sandbox"
 )
 
 func (a *Actor) startShell() error {
@@ -38,7 +39,14 @@ func (a *Actor) startShell() error {
 			return fmt.Errorf("its working directory %q is not a directory that exists", dir)
 		}
 	}
+	var sb *sandbox.Sandbox
+	if a.opts.Sandbox != nil {
+		if sb, err = a.opts.Sandbox(); err != nil {
+			return err
+		}
+	}
 	proc, err := ptyproc.Start(ptyproc.Options{
+		Sandbox: sb,
 		Path:    path,
 		Args:    []string{"--norc", "--noprofile", "--noediting", "-i"},
 		Env:     env,

@@ -363,7 +363,7 @@ func (a *Actor) bashStderr() (elsewhere, piped bool) {
 // program that opened the terminal by its path): typed text reaches
 // whichever of them reads first. Empty when there is none.
 func (a *Actor) textStolen() string {
-	readers, err := procfs.OtherReaders(a.proc.Tree(), a.proc.TTYName())
+	readers, err := procfs.OtherReaders(a.proc.Tree(), a.proc.Terminal())
 	if err != nil || len(readers) == 0 {
 		return ""
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
 	"github.com/dsh-actors/dsh-actors/internal/safetext"
+	"github.com/dsh-actors/dsh-actors/internal/sandbox"
 	"github.com/dsh-actors/dsh-actors/internal/waitproof"
 	"github.com/dsh-actors/dsh-actors/messages"
 )
@@ -33,6 +34,9 @@ type Options struct {
 	// Reaper kills the session in the background when the terminal closes
 	// or stops. Nil means one of the actor's own.
 	Reaper *ptyproc.Reaper
+	// Sandbox returns the sandbox the terminal runs in (the agent's);
+	// nil, or a nil sandbox, runs it on the host.
+	Sandbox func() (*sandbox.Sandbox, error)
 }
 
 // Props returns the props of a terminal actor.
@@ -276,8 +280,15 @@ func (a *Actor) start() {
 	if rows == 0 {
 		rows = DefaultRows
 	}
+	var sb *sandbox.Sandbox
+	if a.opts.Sandbox != nil {
+		if sb, a.startErr = a.opts.Sandbox(); a.startErr != nil {
+			return
+		}
+	}
 	a.proc, a.startErr = ptyproc.Start(ptyproc.Options{
-		Path: path, Args: argv, Env: env, Dir: dir,
+		Sandbox: sb,
+		Path:    path, Args: argv, Env: env, Dir: dir,
 		Cols: uint16(cols), Rows: uint16(rows), Echo: true, CRLF: true,
 	}, a.send)
 }

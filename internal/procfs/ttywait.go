@@ -87,14 +87,14 @@ func (w Wait) Same(o Wait) bool {
 }
 
 // TTYWait reports whether process group pgrp, the foreground group of the
-// terminal whose slave is ttyPath (for example "/dev/pts/3"), is blocked
+// terminal t, is blocked
 // reading that terminal.
 //
 // It looks at the group leader first; only when the leader is gone or waits
 // for a child does it scan /proc for the other members, since that costs a
 // read per process on the machine.
-func TTYWait(pgrp int, ttyPath string) (Wait, error) {
-	tty := newTerminal(ttyPath)
+func TTYWait(pgrp int, t Terminal) (Wait, error) {
+	tty := t.terminal()
 	leader, err := Stat(pgrp)
 	leaderAlive := err == nil && leader.PGRP == pgrp && !leader.Zombie()
 	var cpu uint64
@@ -148,14 +148,14 @@ func asyncJob(pid int) bool {
 }
 
 // OtherReaders lists the processes of tree t other than its leader (the
-// session's) that are proven blocked reading the terminal ttyPath. When the
+// session's) that are proven blocked reading the terminal term. When the
 // leader is a shell at its prompt, they compete with it for every line
 // typed: a background job of a shell without job control (set +m) runs in
 // the shell's own process group, so the terminal lets it read, and a
 // process that left the session and opened the terminal by its path reads
 // it freely. It reads every process's stat: for rare checks only.
-func OtherReaders(t Tree, ttyPath string) ([]Wait, error) {
-	tty := newTerminal(ttyPath)
+func OtherReaders(t Tree, term Terminal) ([]Wait, error) {
+	tty := term.terminal()
 	sc, err := t.scan()
 	if err != nil {
 		return nil, err
@@ -172,11 +172,30 @@ func OtherReaders(t Tree, ttyPath string) ([]Wait, error) {
 	return readers, nil
 }
 
-func newTerminal(ttyPath string) terminal {
-	tty := terminal{path: ttyPath, nr: -1}
+// Terminal names a terminal's slave as its processes see it: the path they
+// opened it by and its device number. Inside a sandbox with a devpts of its
+// own, "/dev/pts/0" on the host is another terminal, so the device number
+// comes from the slave itself.
+type Terminal struct {
+	Path string
+	// Dev is the slave's device number (st_rdev); 0 when unknown.
+	Dev uint64
+}
+
+// TerminalAt names the terminal at path, as this process sees it.
+func TerminalAt(path string) Terminal {
+	t := Terminal{Path: path}
 	var st unix.Stat_t
-	if err := unix.Stat(ttyPath, &st); err == nil {
-		tty.nr = encodeDev(st.Rdev)
+	if err := unix.Stat(path, &st); err == nil {
+		t.Dev = st.Rdev
+	}
+	return t
+}
+
+func (t Terminal) terminal() terminal {
+	tty := terminal{path: t.Path, nr: -1}
+	if t.Dev != 0 {
+		tty.nr = encodeDev(t.Dev)
 	}
 	return tty
 }

@@ -64,7 +64,7 @@ func waitFor(t *testing.T, pgrp int, tty string, want procfs.WaitState) procfs.W
 	var w procfs.Wait
 	testkit.Eventually(t, fmt.Sprintf("TTYWait(%d) %v", pgrp, want), func() (bool, string) {
 		var err error
-		w, err = procfs.TTYWait(pgrp, tty)
+		w, err = procfs.TTYWait(pgrp, procfs.TerminalAt(tty))
 		if err != nil {
 			t.Fatalf("TTYWait(%d): %v", pgrp, err)
 		}
@@ -93,7 +93,7 @@ func blockedInSyscall(pid int) (bool, string) {
 func neverWaiting(t *testing.T, pgrp int, tty string) {
 	t.Helper()
 	for i := 0; i < 50; i++ {
-		w, err := procfs.TTYWait(pgrp, tty)
+		w, err := procfs.TTYWait(pgrp, procfs.TerminalAt(tty))
 		if err != nil {
 			t.Fatalf("TTYWait(%d): %v", pgrp, err)
 		}
@@ -155,7 +155,7 @@ func TestTTYWaitProvesWaiting(t *testing.T) {
 			// The same process asked about another terminal is not waiting
 			// for that one.
 			other := startTerm(t, "sleep", "1000")
-			if w, err := procfs.TTYWait(tm.pid(), other.tty); err != nil || w.State != procfs.NotWaiting {
+			if w, err := procfs.TTYWait(tm.pid(), procfs.TerminalAt(other.tty)); err != nil || w.State != procfs.NotWaiting {
 				t.Errorf("TTYWait with another terminal %s = %+v, %v; want not waiting", other.tty, w, err)
 			}
 		})
@@ -274,7 +274,7 @@ func TestTTYWaitNotWaiting(t *testing.T) {
 	})
 	t.Run("no such group", func(t *testing.T) {
 		tm := startTerm(t, "sleep", "1000")
-		w, err := procfs.TTYWait(noSuchPID(t), tm.tty)
+		w, err := procfs.TTYWait(noSuchPID(t), procfs.TerminalAt(tm.tty))
 		if err != nil || w != (procfs.Wait{State: procfs.NotWaiting}) {
 			t.Errorf("TTYWait of no group = %+v, %v; want not waiting", w, err)
 		}
@@ -300,7 +300,7 @@ func TestOtherReadersFindsABackgroundReader(t *testing.T) {
 	var readers []procfs.Wait
 	testkit.Eventually(t, "cat reading beside its shell", func() (bool, string) {
 		var err error
-		readers, err = procfs.OtherReaders(procfs.Tree{Session: tm.pid()}, tm.tty)
+		readers, err = procfs.OtherReaders(procfs.Tree{Session: tm.pid()}, procfs.TerminalAt(tm.tty))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -312,7 +312,7 @@ func TestOtherReadersFindsABackgroundReader(t *testing.T) {
 	// A shell reading alone has no other reader.
 	alone := startTerm(t, "bash", "--norc", "--noprofile", "-c", "read x")
 	waitFor(t, alone.pid(), alone.tty, procfs.WaitingInput)
-	if r, err := procfs.OtherReaders(procfs.Tree{Session: alone.pid()}, alone.tty); err != nil || len(r) != 0 {
+	if r, err := procfs.OtherReaders(procfs.Tree{Session: alone.pid()}, procfs.TerminalAt(alone.tty)); err != nil || len(r) != 0 {
 		t.Fatalf("alone: %+v %v", r, err)
 	}
 }
@@ -323,7 +323,7 @@ func TestOtherReadersFindsABackgroundReader(t *testing.T) {
 func TestTTYWaitLeavesOutAsyncJobsOfAShellWithoutJobControl(t *testing.T) {
 	tm := startTerm(t, "bash", "--norc", "--noprofile", "-c", "set +m; cat /dev/tty >/dev/null & sleep 100")
 	testkit.Eventually(t, "cat reading beside the sleeping command", func() (bool, string) {
-		r, err := procfs.OtherReaders(procfs.Tree{Session: tm.pid()}, tm.tty)
+		r, err := procfs.OtherReaders(procfs.Tree{Session: tm.pid()}, procfs.TerminalAt(tm.tty))
 		return err == nil && len(r) == 1, fmt.Sprintf("%+v %v", r, err)
 	})
 	neverWaiting(t, tm.pid(), tm.tty)

@@ -40,22 +40,7 @@ func (s ExitStatus) String() string {
 
 func (p *Process) waitLoop() {
 	defer p.wg.Done()
-	waitExit(p.cmd.Process.Pid)
-	err := p.cmd.Wait()
-	st := ExitStatus{Code: -1}
-	if p.cmd.ProcessState != nil {
-		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
-			switch {
-			case ws.Signaled():
-				st.Signal = ws.Signal()
-			case ws.Exited():
-				st.Code = ws.ExitStatus()
-			}
-		}
-	} else if err != nil {
-		st.Code = -1
-	}
-	p.exitStatus = st
+	p.exitStatus = p.prog.wait()
 	close(p.exited)
 	// Everything the program wrote before it exited is in the master's
 	// queue now: the reader delivers it, then Exited.
@@ -148,6 +133,7 @@ func (p *Process) finishClose(killErr error) {
 	_ = p.master.SetWriteDeadline(time.Unix(1, 0))
 	p.wg.Wait()
 	closeErr := errors.Join(p.master.Close(), p.slave.Close(), p.leader.Close())
+	p.prog.release()
 	// Buffers of chunks never released are garbage collected.
 	p.closeErr = errors.Join(killErr, closeErr)
 	close(p.closed)
@@ -178,7 +164,7 @@ func closeAll(ps []*Process) error {
 		for _, p := range mine {
 			if _, done := p.ExitStatus(); !done {
 				_ = unix.Kill(-p.tree.Session, unix.SIGKILL)
-				_ = p.cmd.Process.Signal(syscall.SIGKILL)
+				p.prog.kill()
 			}
 		}
 	}

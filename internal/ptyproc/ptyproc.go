@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
+	"github.com/dsh-actors/dsh-actors/internal/sandbox"
 )
 
 // Credits is how many Output chunks may be outstanding (delivered and not yet
@@ -55,6 +57,10 @@ type Options struct {
 	Echo bool
 	// CRLF keeps the usual output translation of "\n" to "\r\n" (ONLCR).
 	CRLF bool
+	// Sandbox, when set, is where the program runs: its terminal is opened
+	// in the sandbox's devpts and init starts it. Nil runs it as a child of
+	// this process.
+	Sandbox *sandbox.Sandbox
 	// Literal passes input bytes to the program as they are: no line
 	// editing and no line-length limit (ICANON off), no signal, flow-control
 	// or literal-next characters (ISIG, IXON, IEXTEN off), no CR to NL
@@ -73,10 +79,11 @@ const (
 
 // Process is a program running on a pseudo-terminal, in a session of its own.
 type Process struct {
-	cmd     *exec.Cmd
+	prog    program
 	opts    Options
 	pid     int
 	ttyName string
+	tty     procfs.Terminal
 	master  *os.File
 	// slave is kept open so a probe can ask whether input is pending: poll
 	// on the slave first runs the kernel's pending buffer work (n_tty_poll),
@@ -165,42 +172,88 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ptyproc: program %q: %w", opts.Path, err)
 	}
-	master, tty, err := pty.Open()
+	if !filepath.IsAbs(path) {
+		// Init resolves nothing against the host's directory.
+		if path, err = filepath.Abs(path); err != nil {
+			return nil, fmt.Errorf("ptyproc: program %q: %w", opts.Path, err)
+		}
+	}
+	var master, tty *os.File
+	var ttyName string
+	var spty *sandbox.PTY
+	if opts.Sandbox != nil {
+		spty, err = opts.Sandbox.OpenPTY()
+		if err == nil {
+			master, tty, ttyName = spty.Master, spty.Slave, spty.Name
+		}
+	} else if master, tty, err = pty.Open(); err == nil {
+		ttyName = tty.Name()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("ptyproc: opening a pseudo-terminal: %w%s", err, limitNote(err))
 	}
-	ttyName := tty.Name()
+	term := procfs.Terminal{Path: ttyName}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(tty.Fd()), &st); err == nil {
+		term.Dev = st.Rdev
+	}
 	modes, err := setupTTY(tty, opts)
 	if err != nil {
+		if spty != nil {
+			opts.Sandbox.Discard(spty)
+		}
 		master.Close()
 		tty.Close()
 		return nil, err
 	}
 	tree, env := markTree(opts.Env)
-	cmd := exec.Command(path, opts.Args...)
-	cmd.Env = env
-	cmd.Dir = opts.Dir
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
-	// A new session with the terminal as its controlling terminal (fd 0 in the
-	// child). No Pdeathsig: it fires when the forking OS thread exits
-	// (golang/go#27505), not when this process does.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Start(); err != nil {
+	var prog program
+	if opts.Sandbox != nil {
+		var k *sandbox.Child
+		k, err = opts.Sandbox.Exec(spty, path, opts.Args, env, opts.Dir)
+		if err == nil {
+			prog = sandboxProgram{k}
+		}
+	} else {
+		cmd := exec.Command(path, opts.Args...)
+		cmd.Env = env
+		cmd.Dir = opts.Dir
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+		// A new session with the terminal as its controlling terminal (fd 0 in the
+		// child). No Pdeathsig: it fires when the forking OS thread exits
+		// (golang/go#27505), not when this process does.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		err = cmd.Start()
+		prog = execProgram{cmd}
+	}
+	if err != nil {
 		master.Close()
 		tty.Close()
 		return nil, fmt.Errorf("ptyproc: starting %s: %w%s", path, err, limitNote(err))
 	}
 	slaveFD := int(tty.Fd())
-	tree.Session = cmd.Process.Pid
+	pid := prog.pid()
+	if pid <= 0 {
+		// It ended before its host pid could be read (only in a sandbox).
+		prog.kill()
+		prog.wait()
+		prog.release()
+		master.Close()
+		tty.Close()
+		return nil, fmt.Errorf("ptyproc: %s ended as it started", path)
+	}
+	tree.Session = pid
 	liveSessions.Store(tree.Session, struct{}{})
-	if st, err := procfs.Stat(cmd.Process.Pid); err == nil {
+	if st, err := procfs.Stat(pid); err == nil {
 		tree.Since = st.Start // what leaves the session starts after its leader
 	}
 	fail := func(err error) (*Process, error) {
 		liveSessions.Delete(tree.Session)
 		tty.Close()
 		_ = procfs.KillTree(tree, killTimeout)
-		_ = cmd.Wait()
+		prog.kill()
+		prog.wait()
+		prog.release()
 		if note := limitNote(err); note != "" {
 			err = fmt.Errorf("%w%s", err, note)
 		}
@@ -217,17 +270,18 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 		f.Close()
 		return fail(fmt.Errorf("ptyproc: %w", err))
 	}
-	leader, err := procfs.OpenSyscall(cmd.Process.Pid)
+	leader, err := procfs.OpenSyscall(pid)
 	if err != nil {
 		f.Close()
 		return fail(err)
 	}
 	p := &Process{
-		cmd:       cmd,
+		prog:      prog,
 		opts:      opts,
-		pid:       cmd.Process.Pid,
+		pid:       pid,
 		tree:      tree,
 		ttyName:   ttyName,
+		tty:       term,
 		master:    f,
 		slave:     tty,
 		slaveFD:   slaveFD,
@@ -253,8 +307,16 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 	return p, nil
 }
 
-// PID is the started program's process id, which is also its session id.
+// PID is the started program's process id on the host, which is also its
+// session id; /proc is read by it.
 func (p *Process) PID() int { return p.pid }
+
+// InnerPID is the program's pid as the programs beside it know it: inside
+// a sandbox with a pid namespace of its own, not the host's.
+func (p *Process) InnerPID() int { return p.prog.innerPID() }
+
+// Terminal names the process's terminal for procfs.
+func (p *Process) Terminal() procfs.Terminal { return p.tty }
 
 // TTYName is the slave side's path, e.g. "/dev/pts/3".
 func (p *Process) TTYName() string { return p.ttyName }

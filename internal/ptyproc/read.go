@@ -424,7 +424,7 @@ func (p *Process) look(pr *Probe, wait bool) {
 		return
 	}
 	if wait {
-		pr.Wait, pr.Err = procfs.TTYWait(pgrp, p.ttyName)
+		pr.Wait, pr.Err = procfs.TTYWait(pgrp, p.tty)
 	}
 }
 

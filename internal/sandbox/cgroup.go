@@ -1,0 +1,356 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const cgroupRoot = "/sys/fs/cgroup"
+
+// cgroup is one sandbox's cgroup: one directory per controller hierarchy on
+// cgroup v1, one directory on v2.
+type cgroup struct {
+	v2   bool
+	dirs []string // v1: pids first
+}
+
+// cgroupSeq makes every sandbox's directory name unique in this host.
+var cgroupSeq atomic.Uint64
+
+// v1Controllers are the hierarchies a v1 sandbox joins, pids first (it
+// lists the processes to kill).
+var v1Controllers = []string{"pids", "memory", "cpu"}
+
+func newCgroup(name string, lim LimitValues) (*cgroup, error) {
+	sweepOnce.Do(sweepStale)
+	leaf := fmt.Sprintf("%s-%d", cleanName(name), cgroupSeq.Add(1))
+	if isCgroup2(cgroupRoot) {
+		base, err := v2Base()
+		if err != nil {
+			return nil, err
+		}
+		dir := filepath.Join(base, leaf)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("creating cgroup %s: %w", dir, err)
+		}
+		cg := &cgroup{v2: true, dirs: []string{dir}}
+		if err := cg.limit(lim); err != nil {
+			cg.remove()
+			return nil, err
+		}
+		return cg, nil
+	}
+	own, err := ownCgroups()
+	if err != nil {
+		return nil, err
+	}
+	cg := &cgroup{}
+	for _, ctrl := range v1Controllers {
+		rel, ok := own[ctrl]
+		if !ok {
+			cg.remove()
+			return nil, fmt.Errorf("the cgroup v1 %s controller is not mounted (no %s in /proc/self/cgroup)", ctrl, ctrl)
+		}
+		dir := filepath.Join(cgroupRoot, ctrl, rel, hostGroup(), leaf)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			cg.remove()
+			return nil, fmt.Errorf("creating cgroup %s: %w", dir, err)
+		}
+		cg.dirs = append(cg.dirs, dir)
+	}
+	if err := cg.limit(lim); err != nil {
+		cg.remove()
+		return nil, err
+	}
+	return cg, nil
+}
+
+// hostGroup is the directory that holds this host's sandboxes.
+func hostGroup() string { return "dsh-actors-" + strconv.Itoa(os.Getpid()) }
+
+func cleanName(name string) string {
+	b := []byte(name)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 48 {
+		b = b[:48]
+	}
+	if len(b) == 0 || b[0] == '.' {
+		b = append([]byte("a"), b...)
+	}
+	return string(b)
+}
+
+func isCgroup2(path string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(path, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC
+}
+
+// ownCgroups maps each v1 controller to this process's cgroup in it.
+func ownCgroups() (map[string]string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.SplitN(sc.Text(), ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		for _, ctrl := range strings.Split(f[1], ",") {
+			if ctrl != "" {
+				out[ctrl] = f[2]
+			}
+		}
+		if f[1] == "" {
+			out[""] = f[2]
+		}
+	}
+	return out, nil
+}
+
+var v2Once struct {
+	sync.Once
+	base string
+	err  error
+}
+
+// v2Base is the cgroup under which this host makes its sandboxes' cgroups,
+// with the pids, memory and cpu controllers enabled for them. A cgroup
+// that holds processes cannot give controllers to its children, so the
+// host first moves itself into a leaf of its own cgroup.
+func v2Base() (string, error) {
+	v2Once.Do(func() {
+		own, err := ownCgroups()
+		if err != nil {
+			v2Once.err = err
+			return
+		}
+		cur := filepath.Join(cgroupRoot, own[""])
+		base := filepath.Join(cur, hostGroup())
+		if err := os.Mkdir(base, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			v2Once.err = fmt.Errorf("creating cgroup %s: %w", base, err)
+			return
+		}
+		enable := func(dir string) error {
+			avail, _ := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+			var want []string
+			for _, c := range []string{"pids", "memory", "cpu"} {
+				if !strings.Contains(" "+strings.TrimSpace(string(avail))+" ", " "+c+" ") {
+					return fmt.Errorf("the %s controller is not delegated to %s (its cgroup.controllers: %q)", c, dir, strings.TrimSpace(string(avail)))
+				}
+				want = append(want, "+"+c)
+			}
+			return os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(strings.Join(want, " ")), 0)
+		}
+		if err := enable(cur); errors.Is(err, syscall.EBUSY) {
+			// The host's own cgroup holds processes (the host): move the
+			// host into a leaf beside the sandboxes' parent.
+			leaf := filepath.Join(cur, "dsh-actors-host-"+strconv.Itoa(os.Getpid()))
+			if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+				v2Once.err = err
+				return
+			}
+			if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+				v2Once.err = fmt.Errorf("moving the host into %s: %w", leaf, err)
+				return
+			}
+			err = enable(cur)
+			if err != nil {
+				v2Once.err = err
+				return
+			}
+		} else if err != nil {
+			v2Once.err = err
+			return
+		}
+		if err := enable(base); err != nil {
+			v2Once.err = err
+			return
+		}
+		v2Once.base = base
+	})
+	return v2Once.base, v2Once.err
+}
+
+func (cg *cgroup) limit(lim LimitValues) error {
+	write := func(dir, file, value string) error {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0); err != nil {
+			return fmt.Errorf("setting %s to %s: %w", filepath.Join(dir, file), value, err)
+		}
+		return nil
+	}
+	var errs []error
+	if cg.v2 {
+		d := cg.dirs[0]
+		if lim.Pids > 0 {
+			errs = append(errs, write(d, "pids.max", strconv.Itoa(lim.Pids)))
+		}
+		if lim.MemoryBytes > 0 {
+			errs = append(errs, write(d, "memory.max", strconv.FormatInt(lim.MemoryBytes, 10)))
+			errs = append(errs, write(d, "memory.swap.max", "0"))
+		}
+		if lim.CPUWeight > 0 {
+			errs = append(errs, write(d, "cpu.weight", strconv.Itoa(lim.CPUWeight)))
+		}
+		return errors.Join(errs...)
+	}
+	if lim.Pids > 0 {
+		errs = append(errs, write(cg.dirs[0], "pids.max", strconv.Itoa(lim.Pids)))
+	}
+	if lim.MemoryBytes > 0 {
+		errs = append(errs, write(cg.dirs[1], "memory.limit_in_bytes", strconv.FormatInt(lim.MemoryBytes, 10)))
+	}
+	if lim.CPUWeight > 0 {
+		// v1 shares: 1024 is the usual weight of 100.
+		errs = append(errs, write(cg.dirs[2], "cpu.shares", strconv.Itoa(max(2, lim.CPUWeight*1024/100))))
+	}
+	return errors.Join(errs...)
+}
+
+// attach moves pid (init, before it starts anything) into the cgroup.
+func (cg *cgroup) attach(pid int) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(cg.dirs))
+	for i, d := range cg.dirs {
+		// Each v1 hierarchy's move waits for the kernel on its own;
+		// together they cost one wait, not three.
+		wg.Go(func() {
+			errs[i] = os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// procs lists the cgroup's processes.
+func (cg *cgroup) procs() ([]int, error) {
+	b, err := os.ReadFile(filepath.Join(cg.dirs[0], "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for f := range strings.FieldsSeq(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, n)
+		}
+	}
+	return pids, nil
+}
+
+// killAll kills every process in the cgroup and waits until it is empty.
+func (cg *cgroup) killAll(d time.Duration) error {
+	deadline := time.Now().Add(d)
+	if cg.v2 {
+		if err := os.WriteFile(filepath.Join(cg.dirs[0], "cgroup.kill"), []byte("1"), 0); err == nil {
+			for time.Now().Before(deadline) {
+				if pids, err := cg.procs(); err != nil || len(pids) == 0 {
+					return nil
+				}
+				time.Sleep(time.Millisecond)
+			}
+			return fmt.Errorf("sandbox: cgroup %s not empty %v after cgroup.kill", cg.dirs[0], d)
+		}
+	}
+	// v1 has no cgroup.kill: SIGKILL what is listed until nothing is. A
+	// fork between the listing and the kill is listed in the next round,
+	// and the pids limit bounds how many there can be.
+	for {
+		pids, err := cg.procs()
+		if err != nil {
+			return err
+		}
+		if len(pids) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sandbox: %d processes still in cgroup %s %v after SIGKILL", len(pids), cg.dirs[0], d)
+		}
+		for _, pid := range pids {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// remove removes the cgroup's directories (and the host's, once empty).
+func (cg *cgroup) remove() error {
+	var errs []error
+	for _, d := range cg.dirs {
+		var err error
+		for range 100 {
+			// A killed process leaves its cgroup a moment after it ends.
+			if err = unix.Rmdir(d); err == nil || errors.Is(err, syscall.ENOENT) || !errors.Is(err, syscall.EBUSY) {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if err != nil && !errors.Is(err, syscall.ENOENT) {
+			errs = append(errs, fmt.Errorf("sandbox: removing cgroup %s: %w", d, err))
+		}
+		if !cg.v2 {
+			_ = unix.Rmdir(filepath.Dir(d)) // the host's group, when it was the last
+		}
+	}
+	return errors.Join(errs...)
+}
+
+var sweepOnce sync.Once
+
+// sweepStale removes the cgroups of hosts that died without removing
+// theirs (kill -9): their processes are killed first (a sandbox without a
+// pid namespace of its own may have left some).
+func sweepStale() {
+	var parents []string
+	if isCgroup2(cgroupRoot) {
+		if own, err := ownCgroups(); err == nil {
+			parents = append(parents, filepath.Join(cgroupRoot, own[""]))
+		}
+	} else if own, err := ownCgroups(); err == nil {
+		for _, ctrl := range v1Controllers {
+			if rel, ok := own[ctrl]; ok {
+				parents = append(parents, filepath.Join(cgroupRoot, ctrl, rel))
+			}
+		}
+	}
+	for _, parent := range parents {
+		entries, _ := os.ReadDir(parent)
+		for _, e := range entries {
+			rest, ok := strings.CutPrefix(e.Name(), "dsh-actors-")
+			pid, err := strconv.Atoi(rest)
+			if !ok || err != nil || pid == os.Getpid() || !e.IsDir() {
+				continue
+			}
+			if _, err := os.Stat("/proc/" + rest); err == nil {
+				continue // its host is alive (or its pid was reused: swept later)
+			}
+			dir := filepath.Join(parent, e.Name())
+			leaves, _ := os.ReadDir(dir)
+			for _, l := range leaves {
+				if l.IsDir() {
+					cg := &cgroup{v2: isCgroup2(cgroupRoot), dirs: []string{filepath.Join(dir, l.Name())}}
+					_ = cg.killAll(killWait)
+					_ = unix.Rmdir(cg.dirs[0])
+				}
+			}
+			_ = unix.Rmdir(dir)
+		}
+	}
+}
