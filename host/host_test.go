@@ -89,7 +89,7 @@ func TestStopEndsEveryProcessAndLaterCallsFail(t *testing.T) {
 	h := start(t, host.Options{})
 	var sids []int
 	for _, id := range []string{"a", "b", "c"} {
-		res, err := h.Bash(ctxT(t), id, shell.Args{Command: "nohup sleep 1000 >/dev/null 2>&1 & "+testkit.ShellPID})
+		res, err := h.Bash(ctxT(t), id, shell.Args{Command: "nohup sleep 1000 >/dev/null 2>&1 & " + testkit.ShellPID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +144,7 @@ func TestRunsOnTheEmbeddersActorSystem(t *testing.T) {
 
 func TestStopAgentKillsItsProcessesAndTheIDCanBeUsedAgain(t *testing.T) {
 	h := start(t, host.Options{})
-	res, err := h.Bash(ctxT(t), "a", shell.Args{Command: "export X=1; sleep 1000 & disown; "+testkit.ShellPID})
+	res, err := h.Bash(ctxT(t), "a", shell.Args{Command: "export X=1; sleep 1000 & disown; " + testkit.ShellPID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +373,7 @@ func TestOutOfDescriptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sids []int
-	res, err := h.Bash(ctxT(t), "first", shell.Args{Command: "sleep 1000 & "+testkit.ShellPID})
+	res, err := h.Bash(ctxT(t), "first", shell.Args{Command: "sleep 1000 & " + testkit.ShellPID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +395,7 @@ func TestOutOfDescriptors(t *testing.T) {
 	defer restore()
 	var limitErr string
 	for i := 0; i < 50 && limitErr == ""; i++ {
-		res, err := h.Bash(ctxT(t), fmt.Sprintf("a%d", i), shell.Args{Command: "sleep 1000 & "+testkit.ShellPID})
+		res, err := h.Bash(ctxT(t), fmt.Sprintf("a%d", i), shell.Args{Command: "sleep 1000 & " + testkit.ShellPID})
 		switch {
 		case err != nil:
 			limitErr = err.Error()
