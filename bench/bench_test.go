@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -119,4 +120,19 @@ func TestSoak(t *testing.T) {
 	}
 	t.Logf("%d calls: %v; threads after: %d; live heap %.1f MB at the start, %.1f MB once the agents stopped, %.1f MB at the end",
 		rep.Calls, rep.Ops, rep.ThreadsAfter, float64(rep.LiveHeapStart)/1e6, float64(rep.LiveHeapIdle)/1e6, float64(rep.LiveHeapEnd)/1e6)
+}
+
+// The sandbox benchmark runs every level, counts what it measured and
+// fails on no call.
+func TestRunSandboxMeasuresEveryLevel(t *testing.T) {
+	rep, err := RunSandbox(context.Background(), SandboxOptions{Iterations: 2, Agents: 3}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Errors > 0 {
+		t.Fatalf("%d errors; first: %s", rep.Errors, rep.FirstError)
+	}
+	if len(rep.Create) != 4 || rep.Create[0].Samples != 2 || rep.Many == nil || rep.Many.Agents != 3 || rep.Many.InitPSSKiB <= 0 {
+		t.Fatalf("report %+v", rep)
+	}
 }

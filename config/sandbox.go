@@ -56,7 +56,7 @@ var SecretPatterns = []string{"*KEY*", "*SECRET*", "*TOKEN*", "*PASSWORD*", "*PA
 // DefaultSandbox is auto, with limits that stop a fork bomb or a memory hog
 // long before it reaches the other agents or the host.
 func DefaultSandbox() Sandbox {
-	return Sandbox{Level: string(sandbox.LevelAuto), PidsMax: 4096, MemoryMax: "50%", CPUWeight: 100, Env: SandboxEnv{Inherit: "filtered"}}
+	return Sandbox{Level: string(sandbox.LevelAuto), PidsMax: 1024, MemoryMax: "50%", CPUWeight: 100, Env: SandboxEnv{Inherit: "filtered"}}
 }
 
 // Validate names the key, the value and the rule of each error.

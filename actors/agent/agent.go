@@ -123,6 +123,8 @@ type Actor struct {
 	// sandbox is where the agent's shell, terminals and tasks run; shared
 	// with the producer like lost.
 	sandbox *sandbox.Holder
+	// warmed: the sandbox was asked for at the agent's start.
+	warmed bool
 }
 
 // lostNote says what an agent restart took away.
@@ -254,6 +256,16 @@ func (a *Actor) HandleFailure(system *actor.ActorSystem, sup actor.Supervisor, c
 func (a *Actor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		if !a.warmed {
+			// The sandbox is made while the first call is on its way, not
+			// in the shell's or terminal's start.
+			a.warmed = true
+			done := a.opts.Reaper.Hold()
+			go func(h *sandbox.Holder) {
+				defer done()
+				_, _ = h.Get()
+			}(a.sandbox)
+		}
 	case *actor.Stopping, *actor.Restarting:
 		// protoactor stops the children next; each cleans up its own
 		// processes. No restart may be scheduled meanwhile. What they have

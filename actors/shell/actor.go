@@ -349,6 +349,10 @@ func (a *Actor) run(ctx actor.Context, c *call) {
 			return
 		}
 		c.fresh = true
+		// The command's time starts now: making the agent's sandbox and
+		// starting bash are the runtime's, not the command's.
+		c.deadline = time.Now().Add(c.timeout)
+		a.armCallTimer(c)
 		a.startLine(0)
 		return
 	}

@@ -62,6 +62,12 @@ Commands:
       python3 next to the same programs on a bare PTY, with the count of each
       readiness reason.
 
+  bench sandbox [--json] [--iterations N] [--agents N] [--ballast-mib M]
+      Measure what each sandbox level costs next to level off in the same
+      run: creation, a new agent's first echo, terminal_open, echo; the
+      spawn with M MiB of host heap; N sandboxed agents at once and the
+      memory of each sandbox.
+
   bench soak [--agents N] [--duration D] [--terminals T]
       Throw random faults at N agents' shells, terminals and tasks for D
       (kill -9, timeouts, exits, task kills, closes, cancellations), check
@@ -329,12 +335,15 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && args[0] == "serve" {
 		return cmdBenchServe(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "sandbox" {
+		return cmdBenchSandbox(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) > 0 && isHelp(args[0]) {
 		fmt.Fprint(stderr, benchUsage)
 		return errHelp
 	}
 	if len(args) == 0 || args[0] != "shell" {
-		return usageError{errors.New(`bench: name a benchmark: "bench shell", "bench terminal", "bench soak" or "bench serve" (dsh-actors bench -h lists them)`)}
+		return usageError{errors.New(`bench: name a benchmark: "bench shell", "bench terminal", "bench sandbox", "bench soak" or "bench serve" (dsh-actors bench -h lists them)`)}
 	}
 	def := bench.DefaultShellOptions()
 	fs := newFlags("bench shell", "[flags]", "Measure the bash tool through the whole runtime next to the floor, a bare PTY bash round trip sampled in the same run.", stderr)
@@ -435,6 +444,35 @@ func cmdBenchTerminal(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	if err == nil && rep.Errors > 0 {
 		err = fmt.Errorf("bench terminal: %d calls failed; first: %s", rep.Errors, rep.FirstError)
+	}
+	return err
+}
+
+func cmdBenchSandbox(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	def := bench.DefaultSandboxOptions()
+	fs := newFlags("bench sandbox", "[flags]", "Measure each sandbox level's creation, shell and terminal start and echo next to level off in the same run, the spawn with a large host heap, and many sandboxed agents at once.", stderr)
+	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
+	iterations := fs.Int("iterations", def.Iterations, "samples of each level's scenarios")
+	agents := fs.Int("agents", def.Agents, "sandboxed agents, each with a shell, started for the memory figure (0: none)")
+	ballast := fs.Int("ballast-mib", int(def.BallastBytes>>20), "host heap held while the spawn is measured again (0: not measured)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *iterations < 1 || *agents < 0 || *ballast < 0 {
+		return usageError{fmt.Errorf("bench sandbox: --iterations %d, --agents %d, --ballast-mib %d: iterations must be at least 1, the others at least 0", *iterations, *agents, *ballast)}
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	rep, err := bench.RunSandbox(ctx, bench.SandboxOptions{Iterations: *iterations, Agents: *agents, BallastBytes: int64(*ballast) << 20}, log)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		err = json.NewEncoder(stdout).Encode(rep)
+	} else {
+		err = rep.WriteTable(stdout)
+	}
+	if err == nil && rep.Errors > 0 {
+		err = fmt.Errorf("bench sandbox: %d failures; first: %s", rep.Errors, rep.FirstError)
 	}
 	return err
 }

@@ -161,8 +161,16 @@ func OpenSyscall(pid int) (*SyscallReader, error) {
 	return &SyscallReader{f: f, fd: int(f.Fd())}, nil
 }
 
-// Read returns what the process is doing now.
+// errGone is what a nil SyscallReader reads: a process that ended before
+// it could be opened.
+var errGone = fmt.Errorf("procfs: process gone: %w", unix.ESRCH)
+
+// Read returns what the process is doing now. A nil reader reads a
+// process gone.
 func (r *SyscallReader) Read() (Syscall, error) {
+	if r == nil {
+		return Syscall{}, errGone
+	}
 	n, err := unix.Pread(r.fd, r.buf[:], 0)
 	if err != nil {
 		if errors.Is(err, unix.ESRCH) {
@@ -174,4 +182,9 @@ func (r *SyscallReader) Read() (Syscall, error) {
 }
 
 // Close closes the descriptor.
-func (r *SyscallReader) Close() error { return r.f.Close() }
+func (r *SyscallReader) Close() error {
+	if r == nil {
+		return nil
+	}
+	return r.f.Close()
+}

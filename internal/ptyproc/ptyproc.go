@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -271,6 +272,12 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 		return fail(fmt.Errorf("ptyproc: %w", err))
 	}
 	leader, err := procfs.OpenSyscall(pid)
+	if err != nil && opts.Sandbox != nil && errors.Is(err, fs.ErrNotExist) {
+		// A sandbox's init reaps at once what this process would have
+		// held as a zombie until its wait: a program that ended this
+		// quickly is read as gone, and its end is on its way.
+		leader, err = nil, nil
+	}
 	if err != nil {
 		f.Close()
 		return fail(err)

@@ -314,10 +314,20 @@ func (cg *cgroup) remove() error {
 
 var sweepOnce sync.Once
 
+// initialPidNS is the initial pid namespace (its inode is fixed,
+// PROC_PID_INIT_INO).
+const initialPidNS = "pid:[4026531836]"
+
 // sweepStale removes the cgroups of hosts that died without removing
 // theirs (kill -9): their processes are killed first (a sandbox without a
 // pid namespace of its own may have left some).
 func sweepStale() {
+	// Only a host in the initial pid namespace sees every host's pid: one
+	// in a namespace of its own (a container, a test) would take another
+	// host's sandboxes for stale.
+	if l, err := os.Readlink("/proc/self/ns/pid"); err != nil || l != initialPidNS {
+		return
+	}
 	var parents []string
 	if isCgroup2(cgroupRoot) {
 		if own, err := ownCgroups(); err == nil {

@@ -141,13 +141,25 @@ func runInit() int {
 		_ = c.send(reply{Op: opHello, Err: err.Error(), Errno: errnoOf(err), Notes: notes})
 		return 1
 	}
-	// The agent's programs may signal init (they run as its user); it
-	// ignores what it can. SIGKILL and SIGSTOP from inside its own pid
-	// namespace never reach a namespace's init.
-	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1,
-		syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU,
-		syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGWINCH, syscall.SIGIO, syscall.SIGXCPU, syscall.SIGXFSZ,
-		syscall.SIGURG, syscall.SIGSTKFLT, syscall.SIGPWR, syscall.SIGTRAP, syscall.SIGSYS, syscall.SIGABRT)
+	// The agent's programs may signal init (they run as its user): it
+	// catches every signal it can and drops it. (Not SIG_IGN: an ignored
+	// signal stays ignored across exec, in every program init starts.)
+	// SIGKILL and SIGSTOP from inside its own pid namespace never reach a
+	// namespace's init.
+	dropped := make(chan os.Signal, 64)
+	var catch []os.Signal
+	for sig := syscall.Signal(1); sig < 65; sig++ {
+		switch sig {
+		case syscall.SIGKILL, syscall.SIGSTOP, syscall.SIGCHLD:
+		default:
+			catch = append(catch, sig)
+		}
+	}
+	signal.Notify(dropped, catch...)
+	go func() {
+		for range dropped {
+		}
+	}()
 	// Nothing of init's may be traced or read through /proc by the agent:
 	// it holds the socket to the host.
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
@@ -164,13 +176,17 @@ func runInit() int {
 		_ = c.send(reply{Op: opHello, Err: "pidfd_open: " + err.Error(), Errno: errnoOf(err)})
 		return 1
 	}
-	s := &initState{c: c, ptys: map[uint64]*os.File{}, kids: map[int]uint64{}, work: make(chan request), done: make(chan struct{})}
+	s := &initState{c: c, ptys: map[uint64]*os.File{}, kids: map[int]uint64{}, work: make(chan request), acks: make(chan uint64, 16)}
 	go s.spawner(p.Flags&unix.CLONE_NEWUSER != 0)
 	go s.reaper()
-	if err := c.send(reply{Op: opHello, PID: os.Getpid(), Notes: notes}, os.NewFile(uintptr(self), "pidfd")); err != nil {
+	// Closed through its File: a File left to the garbage collector closes
+	// its number again later, when it may be another descriptor's.
+	selfFile := os.NewFile(uintptr(self), "pidfd")
+	err = c.send(reply{Op: opHello, PID: os.Getpid(), Notes: notes}, selfFile)
+	selfFile.Close()
+	if err != nil {
 		return 1
 	}
-	unix.Close(self)
 	buf := make([]byte, maxMessage)
 	for {
 		var req request
@@ -189,14 +205,19 @@ func runInit() int {
 		case opPTY:
 			s.openPTY(req)
 		case opClosePTY:
-			s.mu.Lock()
+			s.ptyMu.Lock()
 			if f := s.ptys[req.PTY]; f != nil {
 				f.Close()
 				delete(s.ptys, req.PTY)
 			}
-			s.mu.Unlock()
+			s.ptyMu.Unlock()
 		case opExec:
 			s.work <- req
+		case opAck:
+			select {
+			case s.acks <- req.ID:
+			default: // nobody waits for it (it came late)
+			}
 		default:
 			_ = c.send(reply{Op: req.Op, ID: req.ID, Err: fmt.Sprintf("unknown request %q", req.Op)})
 		}
@@ -205,14 +226,21 @@ func runInit() int {
 
 type initState struct {
 	c *conn
-	// mu is held across each start and each round of reaping, so that a
-	// program is known before its end is looked for.
+	// mu is held across each start (until the host has read the
+	// program's pid) and each round of reaping, so that a program is
+	// known before its end is looked for, and is not reaped before the
+	// host knows it.
 	mu   sync.Mutex
-	ptys map[uint64]*os.File // slaves not yet given to a program
-	kids map[int]uint64      // pid → the exec request that started it
+	kids map[int]uint64 // pid → the exec request that started it
 	work chan request
-	done chan struct{}
+	acks chan uint64
+	// ptyMu guards ptys, the slaves not yet given to a program.
+	ptyMu sync.Mutex
+	ptys  map[uint64]*os.File
 }
+
+// ackWait bounds how long init holds its reaping for the host's ack.
+const ackWait = 2 * time.Second
 
 // capsNotGiven are the capabilities no program of the agent gets: with
 // CAP_SYS_PTRACE it could trace init; with CAP_SYS_ADMIN it could unmount
@@ -224,6 +252,9 @@ var capsNotGiven = []uintptr{unix.CAP_SYS_PTRACE, unix.CAP_SYS_ADMIN}
 // thread inherits them.
 func (s *initState) spawner(userNS bool) {
 	runtime.LockOSThread() // for ever: the thread's credentials are changed
+	// Programs start with no signal blocked, whatever the host had.
+	var none unix.Sigset_t
+	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil)
 	if userNS {
 		for _, c := range capsNotGiven {
 			if err := unix.Prctl(unix.PR_CAPBSET_DROP, c, 0, 0, 0); err != nil {
@@ -238,15 +269,17 @@ func (s *initState) spawner(userNS bool) {
 }
 
 func (s *initState) exec(req request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.ptyMu.Lock()
 	tty := s.ptys[req.PTY]
+	delete(s.ptys, req.PTY)
+	s.ptyMu.Unlock()
 	if tty == nil {
 		_ = s.c.send(reply{Op: opExec, ID: req.ID, Err: fmt.Sprintf("no terminal %d", req.PTY)})
 		return
 	}
-	delete(s.ptys, req.PTY)
 	defer tty.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	pidfd := -1
 	argv := append([]string{req.Path}, req.Args...)
 	pid, err := syscall.ForkExec(req.Path, argv, &syscall.ProcAttr{
@@ -265,8 +298,25 @@ func (s *initState) exec(req request) {
 		return
 	}
 	f := os.NewFile(uintptr(pidfd), "pidfd")
-	_ = s.c.send(reply{Op: opExec, ID: req.ID, PID: pid}, f)
+	err = s.c.send(reply{Op: opExec, ID: req.ID, PID: pid}, f)
 	f.Close()
+	if err != nil {
+		return
+	}
+	// Nothing is reaped until the host has read the pid (a program that
+	// ends at once stays a zombie until then).
+	timeout := time.NewTimer(ackWait)
+	defer timeout.Stop()
+	for {
+		select {
+		case id := <-s.acks:
+			if id == req.ID {
+				return
+			}
+		case <-timeout.C:
+			return
+		}
+	}
 }
 
 // reaper reaps every child of init: the programs it started (their ends
@@ -300,12 +350,12 @@ func (s *initState) openPTY(req request) {
 		_ = s.c.send(reply{Op: opPTY, ID: req.ID, Err: err.Error(), Errno: errnoOf(err)})
 		return
 	}
-	s.mu.Lock()
+	s.ptyMu.Lock()
 	dup, derr := unix.FcntlInt(slave.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	if derr == nil {
 		s.ptys[req.ID] = os.NewFile(uintptr(dup), name)
 	}
-	s.mu.Unlock()
+	s.ptyMu.Unlock()
 	if derr != nil {
 		master.Close()
 		slave.Close()

@@ -405,10 +405,12 @@ func (s *Sandbox) Exec(p *PTY, path string, args, env []string, dir string) (*Ch
 	}
 	k.PidFD = a.files[0]
 	k.InnerPID = a.r.PID
+	// Init reaps nothing until the ack: the pid is there to read even if
+	// the program has ended.
 	host, _, err := fdinfoPID(k.PidFD)
+	_ = s.c.send(request{Op: opAck, ID: id})
 	if err != nil {
-		// It ended already; its end is on its way.
-		host = 0
+		host = 0 // the ack came too late (init waits ackWait)
 	}
 	k.PID = host
 	return k, nil

@@ -57,6 +57,9 @@ const (
 	// opClosePTY: init drops its copy of terminal PTY (the host closes
 	// its own).
 	opClosePTY opName = "closepty"
+	// opAck: the host has read the pid of the program opExec started;
+	// until then init reaps nothing, so that pid still names it.
+	opAck opName = "ack"
 	// opExited: a program started by opExec has ended (init reaped it).
 	opExited opName = "exited"
 )

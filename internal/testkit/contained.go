@@ -123,7 +123,7 @@ func outerCgroup(t *testing.T) *testCgroup {
 		return &testCgroup{dirs: []string{dir}, fd: f}
 	}
 	cg := &testCgroup{v1: true}
-	for _, ctrl := range []string{"pids", "memory"} {
+	for _, ctrl := range []string{"pids", "memory", "cpu"} {
 		rel := ""
 		for line := range strings.SplitSeq(string(own), "\n") {
 			f := strings.SplitN(line, ":", 3)
