@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
+	"github.com/dsh-actors/dsh-actors/internal/sandbox"
 )
 
 // cpuMeter measures, from startCPU to stop, the CPU time of the host's
@@ -55,12 +56,23 @@ func (m *cpuMeter) stop(p *ServePath) {
 	}
 }
 
-// childrenCPU is the CPU time of the host's live children but notShell.
+// childrenCPU is the CPU time of the host's live children but notShell,
+// and of the children of its sandboxes' inits (the shells of sandboxed
+// agents are init's children, not the host's).
 func (m *cpuMeter) childrenCPU() time.Duration {
 	procs, _ := procfs.List()
+	parents := map[int]bool{m.host: true}
+	mark := "/dsh-actors-" + strconv.Itoa(m.host) + "-"
+	for _, p := range procs {
+		if p.Comm == sandbox.InitName {
+			if b, err := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/cgroup"); err == nil && strings.Contains(string(b), mark) {
+				parents[p.PID] = true
+			}
+		}
+	}
 	var sum time.Duration
 	for _, p := range procs {
-		if p.PPID == m.host && p.PID != m.notShell {
+		if parents[p.PPID] && p.PID != m.notShell && !parents[p.PID] {
 			sum += procCPU(p.PID)
 		}
 	}

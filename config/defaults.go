@@ -62,8 +62,9 @@ var comments = map[string]string{
 	"sandbox.memoryMax":              "memory one agent may use, past which the kernel kills inside it only: bytes, KiB/MiB/GiB, or a % of the machine's; 0: no limit",
 	"sandbox.cpuWeight":              "one agent's share of the processors against the others' (1-10000, 100 usual); 0: unset",
 	"sandbox.writable":               "directories writable at level fs besides the agent's working directory, comma-separated",
+	"sandbox.hide":                   "directories shown empty at level fs (other agents' directories, the host's secrets), comma-separated; the session log's directory always is",
 	"sandbox.env":                    "What of the host's environment agents' processes inherit.",
-	"sandbox.env.inherit":            "filtered (all but names like *KEY*, *SECRET*, *TOKEN*, *PASSWORD*), all, or none",
+	"sandbox.env.inherit":            "filtered (all but names like *KEY*, *SECRET*, *TOKEN*, *PASS*, *CREDENTIAL*, *COOKIE*, *_PAT, *PRIVATE*), all, or none",
 	"sandbox.env.include":            "name patterns always inherited (with none: the only ones), comma-separated, case-insensitive",
 	"sandbox.env.exclude":            "name patterns never inherited, besides the secrets'",
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -32,6 +33,11 @@ type Sandbox struct {
 	// Writable lists, comma-separated, directories writable at level fs
 	// besides the agent's working directory.
 	Writable string `yaml:"writable"`
+	// Hide lists, comma-separated, directories shown empty at level fs
+	// (where other agents' directories are, the host's secrets), besides
+	// the session log's directory; an agent's own directory inside one is
+	// still there.
+	Hide string `yaml:"hide"`
 	// Env is what of the host's environment the agents' processes get.
 	Env SandboxEnv `yaml:"env"`
 }
@@ -51,7 +57,7 @@ type SandboxEnv struct {
 
 // SecretPatterns are the names filtered leaves out (as Codex does), matched
 // case-insensitively.
-var SecretPatterns = []string{"*KEY*", "*SECRET*", "*TOKEN*", "*PASSWORD*", "*PASSWD*", "*CREDENTIAL*", "DSH_ACTORS_SANDBOX_*"}
+var SecretPatterns = []string{"*KEY*", "*SECRET*", "*TOKEN*", "*PASS*", "*CREDENTIAL*", "*COOKIE*", "*_PAT", "*PRIVATE*", "DSH_ACTORS_SANDBOX_*"}
 
 // DefaultSandbox is auto, with limits that stop a fork bomb or a memory hog
 // long before it reaches the other agents or the host.
@@ -79,9 +85,11 @@ func (s Sandbox) Validate() error {
 	if s.CPUWeight < 0 || s.CPUWeight > 10000 {
 		errs = append(errs, fmt.Errorf("sandbox.cpuWeight: %d is out of range (1 to 10000, or 0 to leave it unset)", s.CPUWeight))
 	}
-	for _, d := range list(s.Writable) {
-		if !strings.HasPrefix(d, "/") {
-			errs = append(errs, fmt.Errorf("sandbox.writable: %q is not an absolute path", d))
+	for _, f := range []struct{ key, v string }{{"writable", s.Writable}, {"hide", s.Hide}} {
+		for _, d := range list(f.v) {
+			if !strings.HasPrefix(d, "/") {
+				errs = append(errs, fmt.Errorf("sandbox.%s: %q is not an absolute path", f.key, d))
+			}
 		}
 	}
 	switch s.Env.Inherit {
@@ -124,6 +132,7 @@ func list(s string) []string {
 // memoryBytes reads MemoryMax: 0 or "" is no limit.
 func memoryBytes(s string) (int64, error) {
 	s = strings.TrimSpace(s)
+	given := s
 	if s == "" || s == "0" {
 		return 0, nil
 	}
@@ -150,10 +159,10 @@ func memoryBytes(s string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%q is not a size (bytes, or a number with KiB, MiB, GiB or TiB, or a percentage such as 50%%)", s)
+		return 0, fmt.Errorf("%q is not a size (bytes, or a number with KiB, MiB, GiB or TiB, or a percentage such as 50%%)", given)
 	}
 	if n*mult < 16<<20 {
-		return 0, fmt.Errorf("%q is less than 16 MiB, too little for a shell", s)
+		return 0, fmt.Errorf("%q is less than 16 MiB, too little for a shell", given)
 	}
 	return n * mult, nil
 }
@@ -193,6 +202,10 @@ func (s Sandbox) Want(name, level, dir string) sandbox.Want {
 		w.Writable = append(w.Writable, dir)
 	}
 	w.Writable = append(w.Writable, list(s.Writable)...)
+	w.Hide = list(s.Hide)
+	if p, err := DefaultSessionPath(); err == nil {
+		w.Hide = append(w.Hide, filepath.Dir(p))
+	}
 	return w
 }
 

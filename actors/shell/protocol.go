@@ -264,11 +264,19 @@ const inputrc = "set convert-meta off\nset input-meta on\nset output-meta on\n" 
 
 var inputrcPath = sync.OnceValues(func() (string, error) {
 	sum := sha256.Sum256([]byte(inputrc))
-	path := filepath.Join(os.TempDir(), fmt.Sprintf("dsh-actors-inputrc-%d-%x", os.Getuid(), sum[:6]))
+	// In the user's cache, not /tmp: a sandbox at level fs has a /tmp of
+	// its own, and sees the rest of the system (read-only).
+	dir := os.TempDir()
+	if cache, err := os.UserCacheDir(); err == nil {
+		if err := os.MkdirAll(filepath.Join(cache, "dsh-actors"), 0o755); err == nil {
+			dir = filepath.Join(cache, "dsh-actors")
+		}
+	}
+	path := filepath.Join(dir, fmt.Sprintf("inputrc-%d-%x", os.Getuid(), sum[:6]))
 	if b, err := os.ReadFile(path); err == nil && string(b) == inputrc {
 		return path, nil
 	}
-	f, err := os.CreateTemp(os.TempDir(), "dsh-actors-inputrc-*")
+	f, err := os.CreateTemp(dir, "inputrc-*")
 	if err != nil {
 		return "", err
 	}

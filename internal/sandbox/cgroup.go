@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -77,8 +78,14 @@ func newCgroup(name string, lim LimitValues) (*cgroup, error) {
 	return cg, nil
 }
 
-// hostGroup is the directory that holds this host's sandboxes.
-func hostGroup() string { return "dsh-actors-" + strconv.Itoa(os.Getpid()) }
+// hostGroup is the directory that holds this host's sandboxes: its pid
+// (by which a later host finds it stale) and a token, since hosts in pid
+// namespaces of their own may share a pid and a cgroup parent.
+func hostGroup() string { return hostGroupName() }
+
+var hostGroupName = sync.OnceValue(func() string {
+	return "dsh-actors-" + strconv.Itoa(os.Getpid()) + "-" + rand.Text()[:8]
+})
 
 func cleanName(name string) string {
 	b := []byte(name)
@@ -344,11 +351,12 @@ func sweepStale() {
 		entries, _ := os.ReadDir(parent)
 		for _, e := range entries {
 			rest, ok := strings.CutPrefix(e.Name(), "dsh-actors-")
+			rest, _, _ = strings.Cut(rest, "-")
 			pid, err := strconv.Atoi(rest)
-			if !ok || err != nil || pid == os.Getpid() || !e.IsDir() {
+			if !ok || err != nil || e.Name() == hostGroup() || !e.IsDir() {
 				continue
 			}
-			if _, err := os.Stat("/proc/" + rest); err == nil {
+			if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
 				continue // its host is alive (or its pid was reused: swept later)
 			}
 			dir := filepath.Join(parent, e.Name())

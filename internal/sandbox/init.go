@@ -70,6 +70,8 @@ type params struct {
 type fileParams struct {
 	// Writable are directories that stay writable.
 	Writable []string `json:"writable"`
+	// Hide are directories shown empty.
+	Hide []string `json:"hide,omitempty"`
 }
 
 func readParams() (params, error) {

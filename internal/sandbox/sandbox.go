@@ -256,11 +256,17 @@ func (s *Sandbox) read() {
 		}
 		s.mu.Unlock()
 	}
-	s.mu.Lock()
-	s.ended = true
 	if errors.Is(err, errEOF) || errors.Is(err, os.ErrClosed) {
 		err = nil
+	} else {
+		s.kill() // init broke the protocol: the sandbox cannot be trusted
 	}
+	// The socket closes as init begins to exit; the rest of its pid
+	// namespace is killed after that, and its pidfd turns readable once
+	// they are gone too.
+	waitPidfd(s.initFD, killWait)
+	s.mu.Lock()
+	s.ended = true
 	s.endErr = err
 	for id, ch := range s.calls {
 		delete(s.calls, id)

@@ -26,15 +26,17 @@ func setUp(p params) (notes []string, err error) {
 			notes = append(notes, fmt.Sprintf("no /proc of its own (%v): ps shows the host's processes, which the agent still cannot signal", err))
 		}
 	}
-	// A devpts of the sandbox's own: its /dev/pts holds only the agent's
-	// terminals, and /dev/ptmx opens new ones there.
-	if err := unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,max="+strconv.Itoa(PTYsPerAgent)); err != nil {
-		return notes, fmt.Errorf("mounting a devpts of the sandbox's own: %w", err)
-	}
-	if fi, err := os.Lstat("/dev/ptmx"); err == nil && fi.Mode()&os.ModeSymlink == 0 {
-		if err := unix.Mount("/dev/pts/ptmx", "/dev/ptmx", "", unix.MS_BIND, ""); err != nil {
-			return notes, fmt.Errorf("binding /dev/ptmx to the sandbox's devpts: %w", err)
+	// The agent is root by the host's own uid (files keep their owners),
+	// and the kernel lets uid 0 write most of /proc/sys and /sys: a core
+	// pattern run by the host's kernel, another agent's cgroup limits. The
+	// kernel's knobs are read-only here.
+	for _, path := range kernelKnobs {
+		if err := readOnly(path); err != nil {
+			return notes, fmt.Errorf("making %s read-only: %w", path, err)
 		}
+	}
+	if err := minimalDev(); err != nil {
+		return notes, err
 	}
 	if p.Flags&unix.CLONE_NEWNET != 0 {
 		if err := loopbackUp(); err != nil {
@@ -49,6 +51,79 @@ func setUp(p params) (notes []string, err error) {
 		}
 	}
 	return notes, nil
+}
+
+// kernelKnobs are made read-only in every sandbox with a mount namespace.
+var kernelKnobs = []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/sys"}
+
+// readOnly binds path onto itself (when it is not a mount already) and
+// makes it and every mount below it read-only. A path that does not exist
+// is left.
+func readOnly(path string) error {
+	if _, err := os.Lstat(path); err != nil {
+		return nil
+	}
+	if err := unix.Mount(path, path, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return err
+	}
+	return unix.MountSetattr(-1, path, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV})
+}
+
+// devNodes are the host's devices a sandbox's /dev holds; no console, no
+// other terminal, no disk.
+var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// minimalDev replaces /dev with a tmpfs holding devNodes (bound from the
+// host's), a devpts of the sandbox's own (its /dev/pts holds only the
+// agent's terminals, and /dev/ptmx opens new ones there, at most
+// PTYsPerAgent) and a private /dev/shm (POSIX shared memory is files
+// there, shared by whoever sees the same directory).
+func minimalDev() error {
+	fds := map[string]int{}
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for _, n := range devNodes {
+		fd, err := unix.Open("/dev/"+n, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("opening /dev/%s: %w", n, err)
+		}
+		fds[n] = fd
+	}
+	if err := unix.Mount("tmpfs", "/dev", "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+		return fmt.Errorf("mounting a /dev of the sandbox's own: %w", err)
+	}
+	for n, fd := range fds {
+		path := "/dev/" + n
+		if err := os.WriteFile(path, nil, 0o666); err != nil {
+			return err
+		}
+		if err := unix.Mount("/proc/self/fd/"+strconv.Itoa(fd), path, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("binding %s: %w", path, err)
+		}
+	}
+	for _, d := range []string{"/dev/pts", "/dev/shm"} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,max="+strconv.Itoa(PTYsPerAgent)); err != nil {
+		return fmt.Errorf("mounting a devpts of the sandbox's own: %w", err)
+	}
+	if err := unix.Mount("tmpfs", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+		return fmt.Errorf("mounting a private /dev/shm: %w", err)
+	}
+	for link, target := range map[string]string{
+		"/dev/ptmx": "pts/ptmx", "/dev/fd": "/proc/self/fd", "/dev/stdin": "/proc/self/fd/0",
+		"/dev/stdout": "/proc/self/fd/1", "/dev/stderr": "/proc/self/fd/2",
+	} {
+		if err := os.Symlink(target, link); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // PTYsPerAgent bounds the terminals of one agent's devpts: an agent that
@@ -76,8 +151,8 @@ func loopbackUp() error {
 }
 
 // privateDirs are the directories a Files sandbox gets empty and of its
-// own.
-var privateDirs = []string{"/tmp", "/var/tmp", "/dev/shm"}
+// own (/dev/shm is private at every level).
+var privateDirs = []string{"/tmp", "/var/tmp"}
 
 // confineFiles makes every mount read-only, gives the sandbox a private
 // /tmp, /var/tmp and /dev/shm, and then binds the writable directories back
@@ -115,10 +190,24 @@ func confineFiles(fp fileParams) (notes []string, err error) {
 			return notes, fmt.Errorf("mounting a private %s: %w", dir, err)
 		}
 	}
+	// Hidden directories are empty: a tmpfs over each, made read-only once
+	// the writable directories inside one are bound back.
+	var hidden []string
+	for _, dir := range fp.Hide {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			continue
+		}
+		if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755"); err != nil {
+			return notes, fmt.Errorf("hiding %s: %w", dir, err)
+		}
+		hidden = append(hidden, dir)
+	}
 	rw := &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
-	// The devpts stays writable: it is the sandbox's own.
-	if err := unix.MountSetattr(-1, "/dev/pts", 0, rw); err != nil {
-		return notes, fmt.Errorf("keeping /dev/pts writable: %w", err)
+	// The devpts and /dev/shm stay writable: they are the sandbox's own.
+	for _, d := range []string{"/dev/pts", "/dev/shm"} {
+		if err := unix.MountSetattr(-1, d, 0, rw); err != nil {
+			return notes, fmt.Errorf("keeping %s writable: %w", d, err)
+		}
 	}
 	for _, h := range keep {
 		// Under a private directory, the path is made anew there first.
@@ -133,6 +222,11 @@ func confineFiles(fp fileParams) (notes []string, err error) {
 		}
 		if err := unix.MountSetattr(-1, h.path, unix.AT_RECURSIVE, rw); err != nil {
 			notes = append(notes, fmt.Sprintf("%s stays read-only in the sandbox (%v)", h.path, err))
+		}
+	}
+	for _, dir := range hidden {
+		if err := unix.MountSetattr(-1, dir, 0, ro); err != nil {
+			return notes, fmt.Errorf("making hidden %s read-only: %w", dir, err)
 		}
 	}
 	return notes, nil

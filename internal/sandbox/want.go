@@ -114,6 +114,9 @@ type Want struct {
 	Limits  LimitValues
 	// Writable are the directories that stay writable with Files.
 	Writable []string
+	// Hide are paths that are empty with Files (other agents' and the
+	// host's state); a writable directory inside one is still there.
+	Hide []string
 }
 
 // Shortfall is a wall asked for and not obtained.
@@ -250,7 +253,7 @@ func (p *planned) params() params {
 		prm.GIDMap = []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}}
 	}
 	if p.has(Files) {
-		prm.Files = &fileParams{Writable: p.want.Writable}
+		prm.Files = &fileParams{Writable: p.want.Writable, Hide: p.want.Hide}
 	}
 	return prm
 }
