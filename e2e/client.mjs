@@ -356,8 +356,11 @@ scenario('sessions-isolated', async (open) => {
   const [ga, gb] = await Promise.all([a.bash('echo "[${E2E_ISO-unset}] $PWD"'), b.bash('echo "[${E2E_ISO-unset}] $PWD"')]);
   check(ga === `[${v}] /tmp\n`, `session a lost its own state: ${show(ga)}`);
   check(gb === '[unset] /\n', `session b saw session a's variable or directory: ${show(gb)}`);
-  const [pa, pb] = await Promise.all([a.bash('echo $$'), b.bash('echo $$')]);
-  check(pa.trim() !== pb.trim(), `both sessions got the same shell (pid ${pa.trim()})`);
+  // A shell is its pid in its pid namespace: each agent's sandbox has its
+  // own, where both shells may have the same number.
+  const shell = 'echo "$$ $(readlink /proc/$$/ns/pid)"';
+  const [pa, pb] = await Promise.all([a.bash(shell), b.bash(shell)]);
+  check(pa.trim() !== pb.trim(), `both sessions got the same shell (${pa.trim()})`);
   // A terminal belongs to the agent that opened it.
   const t = await a.ok('terminal_open', {});
   const id = t.data.terminal_id;

@@ -372,12 +372,12 @@ func TestOutOfDescriptors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sids []int
+	var shells []string
 	res, err := h.Bash(ctxT(t), "first", shell.Args{Command: "sleep 1000 & " + testkit.ShellPID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sids = append(sids, testkit.HostPID(t, res.Text))
+	shells = append(shells, res.Text)
 	// A limit just above what is open now.
 	fds, _ := os.ReadDir("/proc/self/fd")
 	low := old
@@ -402,7 +402,7 @@ func TestOutOfDescriptors(t *testing.T) {
 		case res.IsError:
 			limitErr = res.Text
 		default:
-			sids = append(sids, testkit.HostPID(t, res.Text))
+			shells = append(shells, res.Text)
 		}
 	}
 	if !strings.Contains(limitErr, "ulimit -n") {
@@ -412,9 +412,7 @@ func TestOutOfDescriptors(t *testing.T) {
 		t.Fatalf("Stop with no descriptors left: %v", err)
 	}
 	restore()
-	for _, sid := range sids {
-		if left, err := procfs.Session(sid); err != nil || len(left) > 0 {
-			t.Fatalf("session %d survived Stop: %v %v", sid, left, err)
-		}
+	for _, out := range shells {
+		testkit.ShellGone(t, out)
 	}
 }

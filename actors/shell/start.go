@@ -42,7 +42,7 @@ func (a *Actor) startShell() error {
 	var sb *sandbox.Sandbox
 	if a.opts.Sandbox != nil {
 		if sb, err = a.opts.Sandbox(); err != nil {
-			return err
+			return fmt.Errorf("%w%s", err, ptyproc.LimitNote(err))
 		}
 	}
 	proc, err := ptyproc.Start(ptyproc.Options{

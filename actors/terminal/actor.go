@@ -283,6 +283,7 @@ func (a *Actor) start() {
 	var sb *sandbox.Sandbox
 	if a.opts.Sandbox != nil {
 		if sb, a.startErr = a.opts.Sandbox(); a.startErr != nil {
+			a.startErr = fmt.Errorf("%w%s", a.startErr, ptyproc.LimitNote(a.startErr))
 			return
 		}
 	}

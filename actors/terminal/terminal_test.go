@@ -3,7 +3,6 @@ package terminal_test
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -244,17 +243,8 @@ func TestTaskKillEscalatesWhenSIGINTIsIgnored(t *testing.T) {
 func TestCloseEndsEverythingInTheSession(t *testing.T) {
 	f := newFixture(t, nil)
 	id, _ := f.open(`{}`)
-	r := f.send(id, "sleep 1000 & nohup sleep 1001 >/dev/null 2>&1 & (trap '' HUP; sleep 1002) & (setsid sleep 1003 &); echo $$", "Enter")
-	lines := strings.Split(r.text, "\n")
-	var sid int
-	for _, l := range lines {
-		if n, err := strconv.Atoi(strings.TrimSpace(l)); err == nil && n > 1 {
-			sid = n
-		}
-	}
-	if sid == 0 {
-		t.Fatalf("no shell pid in %q", r.text)
-	}
+	r := f.send(id, "sleep 1000 & nohup sleep 1001 >/dev/null 2>&1 & (trap '' HUP; sleep 1002) & (setsid sleep 1003 &); "+testkit.ShellPID, "Enter")
+	sid := shellPID(t, r.text)
 	c := f.call("terminal_close", `{"terminal_id":"`+id+`"}`)
 	if c.isErr || c.data["running"] != false || !strings.Contains(c.text, "closed") {
 		t.Fatalf("%+v", c)
@@ -422,12 +412,8 @@ func TestStoppingTheAgentEndsTerminalsAndTasks(t *testing.T) {
 	f := newFixture(t, nil)
 	id, _ := f.open(`{}`)
 	sid := 0
-	r := f.send(id, "echo $$", "Enter")
-	for _, l := range strings.Split(r.text, "\n") {
-		if n, err := strconv.Atoi(strings.TrimSpace(l)); err == nil && n > 1 {
-			sid = n
-		}
-	}
+	r := f.send(id, testkit.ShellPID, "Enter")
+	sid = shellPID(t, r.text)
 	f.open(`{"command":"python3 -q"}`)
 	bg := f.call("terminal_send", `{"terminal_id":"`+id+`","text":"sleep 1000 & sleep 1001","keys":["Enter"],"run_in_background":true}`)
 	if bg.isErr || sid == 0 {
@@ -523,4 +509,17 @@ func TestQuietProgramsSettleWhenTheCallGaveNoWait(t *testing.T) {
 	// script, a Python loop around Popen).
 	parent, _ := f2.open(`{}`)
 	want(t, f2.send(parent, fmt.Sprintf(`%s -c 'import subprocess, sys, time; subprocess.Popen([sys.executable, "-c", "while True: pass"]); time.sleep(600)'`, py), "Enter"), "timeout")
+}
+
+// shellPID finds, in a terminal's output, the line testkit.ShellPID printed
+// and returns that shell's pid on the host.
+func shellPID(t *testing.T, text string) int {
+	t.Helper()
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, " pid:[") && !strings.Contains(l, "readlink") {
+			return testkit.HostPID(t, strings.TrimSpace(l))
+		}
+	}
+	t.Fatalf("no shell pid in %q", text)
+	return 0
 }

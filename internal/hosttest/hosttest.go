@@ -11,6 +11,10 @@ import (
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
 )
 
+// SandboxVariable, when set, is the sandbox level of every host Start
+// starts (before the test's tweak).
+const SandboxVariable = "DSH_TEST_SANDBOX"
+
 // Start starts a host with the default configuration changed by tweak (nil:
 // no change) and opts (its Config is set here, and a process mark added to
 // its Env, the test's environment when nil). t.Cleanup stops it and runs the
@@ -25,6 +29,11 @@ func Start(t testing.TB, tweak func(*config.Config), opts host.Options) *host.Ho
 		}
 	})
 	cfg := config.Default()
+	if level := os.Getenv(SandboxVariable); level != "" {
+		// The suites that start hosts run at another sandbox level (the
+		// matrix of .ci/matrix); a test's tweak may still choose its own.
+		cfg.Sandbox.Level = level
+	}
 	if tweak != nil {
 		tweak(&cfg)
 	}

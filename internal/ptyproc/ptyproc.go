@@ -191,7 +191,7 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 		ttyName = tty.Name()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("ptyproc: opening a pseudo-terminal: %w%s", err, limitNote(err))
+		return nil, fmt.Errorf("ptyproc: opening a pseudo-terminal: %w%s", err, LimitNote(err))
 	}
 	term := procfs.Terminal{Path: ttyName}
 	var st unix.Stat_t
@@ -230,7 +230,7 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 	if err != nil {
 		master.Close()
 		tty.Close()
-		return nil, fmt.Errorf("ptyproc: starting %s: %w%s", path, err, limitNote(err))
+		return nil, fmt.Errorf("ptyproc: starting %s: %w%s", path, err, LimitNote(err))
 	}
 	slaveFD := int(tty.Fd())
 	pid := prog.pid()
@@ -255,7 +255,7 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 		prog.kill()
 		prog.wait()
 		prog.release()
-		if note := limitNote(err); note != "" {
+		if note := LimitNote(err); note != "" {
 			err = fmt.Errorf("%w%s", err, note)
 		}
 		return nil, err
@@ -328,10 +328,10 @@ func (p *Process) Terminal() procfs.Terminal { return p.tty }
 // TTYName is the slave side's path, e.g. "/dev/pts/3".
 func (p *Process) TTYName() string { return p.ttyName }
 
-// limitNote names the limit an error ran into, when it is one: the
+// LimitNote names the limit an error ran into, when it is one: the
 // process's open-file limit, the system's, or the number of pseudo-
 // terminals (kernel.pty.max).
-func limitNote(err error) string {
+func LimitNote(err error) string {
 	switch {
 	case errors.Is(err, syscall.EMFILE):
 		var rl unix.Rlimit

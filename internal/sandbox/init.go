@@ -98,7 +98,7 @@ func runStage() int {
 	if err != nil {
 		return fail(err)
 	}
-	env := []string{roleVariable + "=" + roleInit, paramsVariable + "=" + os.Getenv(paramsVariable)}
+	env := []string{roleVariable + "=" + roleInit, paramsVariable + "=" + os.Getenv(paramsVariable), "GORACE=atexit_sleep_ms=0"}
 	_, err = syscall.ForkExec("/proc/self/exe", []string{"dsh-actors-sandbox-init"}, &syscall.ProcAttr{
 		Env:   env,
 		Files: []uintptr{devnull.Fd(), devnull.Fd(), os.Stderr.Fd(), ctl.Fd()},

@@ -102,7 +102,8 @@ func start(pl *planned) (*Sandbox, error) {
 	}
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{"dsh-actors-sandbox-" + role}
-	cmd.Env = []string{roleVariable + "=" + role, paramsVariable + "=" + string(pb)}
+	// A race-detector build sleeps a second at exit unless told not to.
+	cmd.Env = []string{roleVariable + "=" + role, paramsVariable + "=" + string(pb), "GORACE=atexit_sleep_ms=0"}
 	cmd.ExtraFiles = []*os.File{initEnd}
 	cmd.Stderr = os.Stderr
 	// Its own group: a ^C at the host's terminal is the host's to handle.
@@ -122,15 +123,11 @@ func start(pl *planned) (*Sandbox, error) {
 		_ = cmd.Wait()
 		return fail(err)
 	}
-	if role == roleStage {
-		// The stage exits once init is cloned; init is then nobody's
-		// child but the system's, held by its socket and pidfd.
-		_ = cmd.Wait()
-	} else {
-		// Init started directly stays this process's child: reap it when
-		// it ends.
-		go func() { _ = cmd.Wait() }()
-	}
+	// The stage exits once init is cloned (init is then nobody's child but
+	// the system's, held by its socket and pidfd); init started directly
+	// stays this process's child. Either is reaped when it ends, without
+	// waiting here: init's hello says what the stage did.
+	go func() { _ = cmd.Wait() }()
 	hello, files, err := readHello(c)
 	if err != nil {
 		c.uc.Close()

@@ -278,3 +278,41 @@ func hostPID(inner int, ns string) (int, error) {
 	}
 	return 0, fmt.Errorf("no process is pid %d in %s", inner, ns)
 }
+
+// ShellGone fails the test unless the shell whose ShellPID output is out is
+// gone with its whole session, or, in a sandbox, with every process of its
+// pid namespace. It needs no pid read before (for a test that cannot read
+// /proc while it runs, out of descriptors).
+func ShellGone(t testing.TB, out string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	f := strings.Fields(lines[len(lines)-1])
+	if len(f) != 2 {
+		t.Fatalf("testkit: %q does not end with a pid and a pid namespace", out)
+	}
+	own, _ := os.Readlink("/proc/self/ns/pid")
+	if f[1] == own {
+		sid, err := strconv.Atoi(f[0])
+		if err != nil {
+			t.Fatalf("testkit: %q: %v", out, err)
+		}
+		SessionGone(t, sid)
+		return
+	}
+	d, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range d {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if l, err := os.Readlink("/proc/" + e.Name() + "/ns/pid"); err == nil && l == f[1] {
+			stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+			if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X') {
+				continue // ended, not yet reaped by its parent (the system's init)
+			}
+			t.Errorf("testkit: process %s of the shell's sandbox (%s) is still there: %s", e.Name(), f[1], stat)
+		}
+	}
+}
