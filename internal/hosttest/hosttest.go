@@ -33,6 +33,9 @@ func Start(t testing.TB, tweak func(*config.Config), opts host.Options) *host.Ho
 		// The suites that start hosts run at another sandbox level (the
 		// matrix of .ci/matrix); a test's tweak may still choose its own.
 		cfg.Sandbox.Level = level
+		// At level fs the tests' files must be there: the matrix puts
+		// TMPDIR outside /tmp (which is private there), writable.
+		cfg.Sandbox.Writable = os.TempDir()
 	}
 	if tweak != nil {
 		tweak(&cfg)

@@ -11,12 +11,32 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
+	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
+	"github.com/dsh-actors/dsh-actors/internal/sandbox"
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
+	if level := os.Getenv("DSH_TEST_SANDBOX"); level != "" && level != "off" {
+		// The sandbox matrix (.ci/matrix): every program of these tests
+		// runs in one sandbox at that level, which ends with this process.
+		w := config.Default().Sandbox.Want("ptyproc-test", level, "")
+		// At level fs the tests' files must be there: the matrix puts
+		// TMPDIR outside /tmp (which is private there), writable.
+		w.Writable = append(w.Writable, os.TempDir())
+		sb, r, err := sandbox.Start(w)
+		if err != nil || sb == nil {
+			fmt.Fprintf(os.Stderr, "ptyproc tests: no sandbox at level %s: %v %s\n", level, err, r)
+			os.Exit(1)
+		}
+		ptyproc.SetTestSandbox(sb)
+		testkit.SandboxForAll = true
+		goleak.VerifyTestMain(m, testkit.LeakOptions()...)
+	}
 	testkit.Main(m)
 }
 

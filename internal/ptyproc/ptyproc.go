@@ -21,6 +21,9 @@ import (
 	"github.com/dsh-actors/dsh-actors/internal/sandbox"
 )
 
+// testSandbox is set only by this package's tests (export_test.go).
+var testSandbox *sandbox.Sandbox
+
 // Credits is how many Output chunks may be outstanding (delivered and not yet
 // released) per process.
 const Credits = 4
@@ -169,6 +172,9 @@ func markTree(env []string) (procfs.Tree, []string) {
 // Start starts the program. deliver is called from the process's goroutines
 // with the messages listed in the package documentation; it must not block.
 func Start(opts Options, deliver func(any)) (*Process, error) {
+	if opts.Sandbox == nil {
+		opts.Sandbox = testSandbox
+	}
 	path, err := exec.LookPath(opts.Path)
 	if err != nil {
 		return nil, fmt.Errorf("ptyproc: program %q: %w", opts.Path, err)

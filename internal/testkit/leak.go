@@ -28,11 +28,20 @@ import (
 // Actors themselves need no entry: an idle protoactor actor owns no
 // goroutine, and the dispatcher's goroutines end when their mailbox is empty.
 func LeakOptions() []goleak.Option {
-	return []goleak.Option{
+	opts := []goleak.Option{
 		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"),
 		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewThrottle.func1.1"),
 	}
+	if SandboxForAll {
+		opts = append(opts, goleak.IgnoreAnyFunction("github.com/dsh-actors/dsh-actors/internal/sandbox.(*Sandbox).read"))
+	}
+	return opts
 }
+
+// SandboxForAll is set by a package whose tests all run in one sandbox
+// that lives as long as the test process (the sandbox matrix): its
+// reader is not a leak.
+var SandboxForAll bool
 
 // Main runs a package's tests the way every package does: in a process whose
 // children inherit no blocked or ignored signal (see [sigstate.Reexec]; some
