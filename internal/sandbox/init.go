@@ -179,7 +179,14 @@ func runInit() int {
 		return 1
 	}
 	s := &initState{c: c, ptys: map[uint64]*os.File{}, kids: map[int]uint64{}, work: make(chan request), acks: make(chan uint64, 16)}
-	go s.spawner(p.Flags&unix.CLONE_NEWUSER != 0)
+	ready := make(chan spawnerReady, 1)
+	go s.spawner(p, ready)
+	if r := <-ready; r.err != nil {
+		_ = c.send(reply{Op: opHello, Err: r.err.Error(), Errno: errnoOf(r.err)})
+		return 1
+	} else if r.note != "" {
+		notes = append(notes, r.note)
+	}
 	go s.reaper()
 	// Closed through its File: a File left to the garbage collector closes
 	// its number again later, when it may be another descriptor's.
@@ -252,19 +259,35 @@ var capsNotGiven = []uintptr{unix.CAP_SYS_PTRACE, unix.CAP_SYS_ADMIN}
 // spawner starts every program, on one OS thread whose bounding set lacks
 // capsNotGiven: credentials are per thread, and a program forked from this
 // thread inherits them.
-func (s *initState) spawner(userNS bool) {
+// spawnerReady says the spawner's thread is set up (err: it could not
+// be, and no program may start; note: a lesser layer is missing).
+type spawnerReady struct {
+	err  error
+	note string
+}
+
+func (s *initState) spawner(p params, ready chan<- spawnerReady) {
 	runtime.LockOSThread() // for ever: the thread's credentials are changed
 	// Programs start with no signal blocked, whatever the host had.
 	var none unix.Sigset_t
 	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil)
-	if userNS {
+	if p.Flags&unix.CLONE_NEWUSER != 0 {
 		for _, c := range capsNotGiven {
 			if err := unix.Prctl(unix.PR_CAPBSET_DROP, c, 0, 0, 0); err != nil {
-				fmt.Fprintf(os.Stderr, "dsh-actors sandbox init: dropping capability %d: %v\n", c, err)
-				os.Exit(1) // never start a program with them
+				ready <- spawnerReady{err: fmt.Errorf("dropping capability %d: %w", c, err)}
+				return // never start a program with them
 			}
 		}
 	}
+	var note string
+	if p.Files != nil {
+		var err error
+		if note, err = landlockWrites(landlockWritable(*p.Files)); err != nil {
+			ready <- spawnerReady{err: err}
+			return
+		}
+	}
+	ready <- spawnerReady{note: note}
 	for req := range s.work {
 		s.exec(req)
 	}
