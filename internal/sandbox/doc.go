@@ -11,16 +11,20 @@
 //
 //   - Process: new user, pid, mount, ipc and uts namespaces. The host and
 //     other agents are invisible; `kill -9 -1` reaches only the agent's own
-//     processes; the agent's terminals live in a devpts of its own; init is
-//     pid 1, so its death kills everything inside. The agent is root in its
-//     namespace but without CAP_SYS_PTRACE and CAP_SYS_ADMIN, and init is not
-//     dumpable, so no agent process can trace init, read its memory or
-//     descriptors, or undo the mounts that hide the host's terminals.
+//     processes; init is pid 1, so its death kills everything inside. /dev
+//     is a tmpfs with the harmless devices bound from the host's, a devpts of
+//     the agent's own and a private /dev/shm: no console, no other terminal.
+//     The agent is root in its namespace but without CAP_SYS_PTRACE and
+//     CAP_SYS_ADMIN, and init is not dumpable, so no agent process can trace
+//     init, read its memory or descriptors, or undo the mounts. Root maps to
+//     the host's root (files keep their owners), and the kernel lets uid 0
+//     write much of /proc/sys and /sys: they are read-only.
 //   - Limits: a cgroup per agent (pids, memory, CPU weight), which also
 //     kills whatever is left at the end.
 //   - Network: a network namespace with loopback only.
 //   - Files: the system read-only, only the agent's directories writable,
-//     a private /tmp.
+//     a private /tmp and /var/tmp, configured directories hidden; and
+//     Landlock behind the mounts, where the kernel has it.
 //
 // The namespaces are never made by forking the host: with CLONE_NEWUSER Go
 // cannot use vfork, and copying a host with a large heap costs tens of
