@@ -47,6 +47,9 @@ type SandboxReport struct {
 	// ShellStart is a new agent's first `echo hi`: sandbox, shell start
 	// and the call; floor: the same at level off.
 	ShellStart []Scenario `json:"shell_start"`
+	// ShellRestart is the call after `exit` in an agent whose sandbox
+	// exists: a new bash in it, started and called; floor: level off.
+	ShellRestart []Scenario `json:"shell_restart"`
 	// TerminalStart is terminal_open of `echo hi` in an agent whose
 	// sandbox exists; floor: the same at level off.
 	TerminalStart []Scenario `json:"terminal_start"`
@@ -105,6 +108,7 @@ func RunSandbox(ctx context.Context, opts SandboxOptions, log *slog.Logger) (San
 	create := map[sandbox.Level][]time.Duration{}
 	spawn := map[sandbox.Level][]time.Duration{}
 	term := map[sandbox.Level][]time.Duration{}
+	restart := map[sandbox.Level][]time.Duration{}
 	echo := map[sandbox.Level][]time.Duration{}
 	for _, l := range levels {
 		// A warm agent per level for the round trips and terminals.
@@ -147,6 +151,13 @@ func RunSandbox(ctx context.Context, opts SandboxOptions, log *slog.Logger) (San
 			} else if id := terminalID(r.Text); id != "" {
 				_, _ = h.Call(ctx, "warm", "terminal_close", json.RawMessage(`{"terminal_id":"`+id+`"}`))
 			}
+			_, _ = h.Bash(ctx, "warm", shell.Args{Command: "exit"})
+			t0 = time.Now()
+			res, err = h.Bash(ctx, "warm", shell.Args{Command: "echo hi"})
+			restart[l] = append(restart[l], time.Since(t0))
+			if err != nil || !strings.HasSuffix(res.Text, "hi\n") {
+				errs.add("restart at %s: %q %v", l, res.Text, err)
+			}
 			for range 10 {
 				t0 = time.Now()
 				res, err := h.Bash(ctx, "warm", shell.Args{Command: "echo hi"})
@@ -159,6 +170,7 @@ func RunSandbox(ctx context.Context, opts SandboxOptions, log *slog.Logger) (San
 		name := string(l)
 		rep.Create = append(rep.Create, scenario(name, create[l], nil))
 		rep.ShellStart = append(rep.ShellStart, scenario(name, spawn[l], spawn[sandbox.LevelOff]))
+		rep.ShellRestart = append(rep.ShellRestart, scenario(name, restart[l], restart[sandbox.LevelOff]))
 		rep.TerminalStart = append(rep.TerminalStart, scenario(name, term[l], term[sandbox.LevelOff]))
 		rep.Echo = append(rep.Echo, scenario(name, echo[l], echo[sandbox.LevelOff]))
 	}
@@ -342,6 +354,7 @@ func (r SandboxReport) WriteTable(w io.Writer) error {
 	}{
 		{"sandbox creation (sandbox.Start to a ready init, per level)", r.Create},
 		{"new agent's first echo (sandbox + shell + call), floor: level off", r.ShellStart},
+		{"a new shell in an existing sandbox (the call after exit), floor: level off", r.ShellRestart},
 		{"terminal_open of echo hi, floor: level off", r.TerminalStart},
 		{"echo round trip in a warm shell, floor: level off", r.Echo},
 	} {

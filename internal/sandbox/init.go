@@ -29,6 +29,8 @@ const (
 	roleInit       = "init"
 	// controlFD is the socket to the host, in the stage and in init.
 	controlFD = 3
+	// gateFD is the stage's gate, when it has one (Gate).
+	gateFD = 4
 )
 
 func init() {
@@ -65,6 +67,8 @@ type params struct {
 	Setgroups bool `json:"setgroups,omitempty"`
 	// Files, when set, makes the system read-only but for these paths.
 	Files *fileParams `json:"files,omitempty"`
+	// Gate: the stage waits on gateFD before it clones init.
+	Gate bool `json:"gate,omitempty"`
 }
 
 type fileParams struct {
@@ -93,6 +97,15 @@ func runStage() int {
 	p, err := readParams()
 	if err != nil {
 		return fail(fmt.Errorf("reading the sandbox's parameters: %w", err))
+	}
+	if p.Gate {
+		// The host moves the stage into the agent's cgroup, then opens
+		// the gate: init is born inside.
+		var b [1]byte
+		if n, err := unix.Read(gateFD, b[:]); n != 1 {
+			return fail(fmt.Errorf("waiting for the host to open the gate: %v", err))
+		}
+		unix.Close(gateFD)
 	}
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {

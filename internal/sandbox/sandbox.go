@@ -90,6 +90,7 @@ func start(pl *planned) (*Sandbox, error) {
 		return nil, err
 	}
 	prm := pl.params()
+	prm.Gate = prm.Flags != 0 && cg != nil
 	pb, err := json.Marshal(prm)
 	if err != nil {
 		hostEnd.Close()
@@ -105,6 +106,22 @@ func start(pl *planned) (*Sandbox, error) {
 	// A race-detector build sleeps a second at exit unless told not to.
 	cmd.Env = []string{roleVariable + "=" + role, paramsVariable + "=" + string(pb), "GORACE=atexit_sleep_ms=0"}
 	cmd.ExtraFiles = []*os.File{initEnd}
+	// A stage of a sandbox with limits waits to be moved into the cgroup
+	// (its gate, fd 4), so that init is born inside, the move overlapping
+	// the stage's own start.
+	var gate *os.File
+	if role == roleStage && cg != nil {
+		r, w, err := os.Pipe()
+		if err != nil {
+			hostEnd.Close()
+			initEnd.Close()
+			return fail(err)
+		}
+		defer r.Close()
+		gate = w
+		defer func() { gate.Close() }()
+		cmd.ExtraFiles = append(cmd.ExtraFiles, r)
+	}
 	cmd.Stderr = os.Stderr
 	// Its own group: a ^C at the host's terminal is the host's to handle.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -122,6 +139,23 @@ func start(pl *planned) (*Sandbox, error) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return fail(err)
+	}
+	attached := false
+	if gate != nil {
+		if err := cg.attach(cmd.Process.Pid); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			c.uc.Close()
+			cg.remove()
+			return nil, &mechanismError{mech: Limits, err: err}
+		}
+		if _, err := gate.Write([]byte{1}); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			c.uc.Close()
+			return fail(fmt.Errorf("sandbox: opening the stage's gate: %w", err))
+		}
+		attached = true
 	}
 	// The stage exits once init is cloned (init is then nobody's child but
 	// the system's, held by its socket and pidfd); init started directly
@@ -160,7 +194,7 @@ func start(pl *planned) (*Sandbox, error) {
 	}
 	s.report = pl.report()
 	s.report.Notes = append(s.report.Notes, hello.Notes...)
-	if cg != nil {
+	if cg != nil && !attached {
 		// Before init starts anything: what it starts is born inside.
 		if err := cg.attach(pid); err != nil {
 			s.kill()
