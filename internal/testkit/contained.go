@@ -52,7 +52,10 @@ func Contained(t *testing.T, bound time.Duration) bool {
 	if os.Geteuid() != 0 {
 		args = append(args, "--user", "--map-root-user")
 	}
-	args = append(args, "--pid", "--fork", "--kill-child", "--mount-proc", exe,
+	// The test process is not the namespace's pid 1 (a shell is): an init
+	// is immune to signals from inside its namespace, and a test of what
+	// reaches the host must be able to fail.
+	args = append(args, "--pid", "--fork", "--kill-child", "--mount-proc", "sh", "-c", `"$@"; exit $?`, "sh", exe,
 		"-test.run", strings.Join(run, "/"), "-test.count=1", "-test.v")
 	cmd := exec.Command("timeout", args...)
 	cmd.Env = append(os.Environ(), containedEnv+"="+t.Name())
