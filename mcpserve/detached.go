@@ -156,8 +156,16 @@ func (s *Server) trackPresence(next http.Handler) http.Handler {
 			return
 		}
 		v, ok := s.byID.Load(id)
-		if !ok || r.Method == http.MethodDelete {
+		if r.Method == http.MethodDelete {
 			next.ServeHTTP(w, r)
+			return
+		}
+		if !ok {
+			// Gone (or never was): a session is known here from its
+			// initialize until it has ended. The SDK may still hold an
+			// ended one a moment longer, and would answer a call on it
+			// with 200 and nothing.
+			http.Error(w, "session not found", http.StatusNotFound)
 			return
 		}
 		e := v.(*session)
