@@ -30,6 +30,19 @@ import (
 // containedBound is the hard time limit of each contained test.
 const containedBound = 3 * time.Minute
 
+// sandboxed starts a host with the default sandbox level (auto), whatever
+// level the sandbox matrix runs the other tests at: these tests are of the
+// default.
+func sandboxed(t *testing.T, tweak func(*config.Config)) *host.Host {
+	t.Helper()
+	return hosttest.Start(t, func(c *config.Config) {
+		c.Sandbox.Level = config.DefaultSandbox().Level
+		if tweak != nil {
+			tweak(c)
+		}
+	}, host.Options{})
+}
+
 func run(t *testing.T, h *host.Host, agent, command string) shell.Result {
 	t.Helper()
 	res, err := h.Bash(ctxT(t), agent, shell.Args{Command: command})
@@ -54,7 +67,7 @@ func TestAnAgentCannotKillOrStopTheHost(t *testing.T) {
 	if !testkit.Contained(t, containedBound) {
 		return
 	}
-	h := start(t, host.Options{})
+	h := sandboxed(t, nil)
 	run(t, h, "b", "export B=kept; sleep 1000 &")
 	bShell := testkit.HostPID(t, run(t, h, "b", testkit.ShellPID).Text)
 	for _, attack := range []string{"kill -9 $PPID", "kill -STOP $PPID", "kill -9 -1", "kill -STOP 1; kill -9 1"} {
@@ -84,7 +97,7 @@ func TestAnAgentSeesNothingOfTheHostOrOtherAgents(t *testing.T) {
 	secret := "sk-" + unique(t)
 	t.Setenv("DSH_TEST_API_KEY", secret)
 	t.Setenv("DSH_TEST_DB_PASSWORD", secret)
-	h := start(t, host.Options{})
+	h := sandboxed(t, nil)
 	job := "sleep 1001." + unique(t)
 	run(t, h, "b", "export BSECRET="+secret+"; "+job+" &")
 	open, err := h.Call(ctxT(t), "b", "terminal_open", json.RawMessage(`{}`))
@@ -124,7 +137,7 @@ func TestNothingOutlivesAnAgentsStop(t *testing.T) {
 	if !testkit.Contained(t, containedBound) {
 		return
 	}
-	h := start(t, host.Options{})
+	h := sandboxed(t, nil)
 	u := unique(t)
 	escapes := []string{
 		"sleep 1002." + u,
@@ -211,7 +224,7 @@ func TestAForkBombStaysInItsAgent(t *testing.T) {
 	if !testkit.Contained(t, containedBound) {
 		return
 	}
-	h := hosttest.Start(t, func(c *config.Config) { c.Sandbox.PidsMax = 200 }, host.Options{})
+	h := sandboxed(t, func(c *config.Config) { c.Sandbox.PidsMax = 200 })
 	run(t, h, "b", "true")
 	u := unique(t)
 	run(t, h, "a", `bomb`+u+`() { bomb`+u+` | bomb`+u+` & }; bomb`+u)
@@ -245,7 +258,7 @@ func TestAMemoryHogStaysInItsAgent(t *testing.T) {
 		return
 	}
 	py := testkit.Python3(t)
-	h := hosttest.Start(t, func(c *config.Config) { c.Sandbox.MemoryMax = "256MiB" }, host.Options{})
+	h := sandboxed(t, func(c *config.Config) { c.Sandbox.MemoryMax = "256MiB" })
 	run(t, h, "b", "export B=kept")
 	res := run(t, h, "a", py+` -c 'b = bytearray(1 << 30); print("allocated", len(b))'; echo "status $?"`)
 	if strings.Contains(res.Text, "allocated") || !strings.Contains(res.Text, "status 137") {
@@ -266,7 +279,7 @@ func TestTerminalsRunOutPerAgent(t *testing.T) {
 		return
 	}
 	py := testkit.Python3(t)
-	h := start(t, host.Options{})
+	h := sandboxed(t, nil)
 	res := run(t, h, "a", py+` -c '
 import os
 n = 0
