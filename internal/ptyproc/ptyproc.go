@@ -278,10 +278,12 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 		return fail(fmt.Errorf("ptyproc: %w", err))
 	}
 	leader, err := procfs.OpenSyscall(pid)
-	if err != nil && opts.Sandbox != nil && errors.Is(err, fs.ErrNotExist) {
+	if err != nil && opts.Sandbox != nil && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) && exitedAlready(prog)) {
 		// A sandbox's init reaps at once what this process would have
 		// held as a zombie until its wait: a program that ended this
-		// quickly is read as gone, and its end is on its way.
+		// quickly is read as gone, and its end is on its way. (An
+		// unprivileged host is refused a program of another user
+		// namespace that has just ended, instead.)
 		leader, err = nil, nil
 	}
 	if err != nil {
@@ -318,6 +320,21 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 	go p.waitLoop()
 	go p.writeLoop()
 	return p, nil
+}
+
+// exitedAlready reports whether prog has ended, waiting a moment for its
+// end to be reported.
+func exitedAlready(prog program) bool {
+	sp, ok := prog.(sandboxProgram)
+	if !ok {
+		return false
+	}
+	select {
+	case <-sp.k.Exited():
+		return true
+	case <-time.After(time.Second):
+		return false
+	}
 }
 
 // PID is the started program's process id on the host, which is also its
