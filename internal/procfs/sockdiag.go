@@ -29,7 +29,10 @@ func unixPeer(ino uint32) (uint32, error) {
 		}
 		return peer, nil
 	}
-	peer, err := askUnixPeer(ino)
+	peer, err := askUnixPeer(-1, ino)
+	if err != nil {
+		peer, err = askForeignPeer(ino)
+	}
 	if err != nil {
 		// Not a Unix socket (a TCP connection), or one without a peer:
 		// that does not change either, and is asked about at every look.
@@ -62,12 +65,58 @@ const (
 	unixDiagPeer  = 2   // UNIX_DIAG_PEER, the attribute holding the peer's inode
 )
 
-func askUnixPeer(ino uint32) (uint32, error) {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
-	if err != nil {
-		return 0, err
+// foreignDiag holds sock_diag sockets opened in other network namespaces
+// (a sandbox's, by its init): a socket of a process there is found only by
+// asking in its namespace. Socket inodes are unique on the machine, so each
+// is asked in turn.
+var foreignDiag = struct {
+	sync.Mutex // also serializes the requests on the shared sockets
+	fds        map[string]int
+}{fds: map[string]int{}}
+
+// RegisterNetDiag adds fd, a NETLINK_SOCK_DIAG socket opened in another
+// network namespace, under name; procfs owns it from then on.
+func RegisterNetDiag(name string, fd int) {
+	foreignDiag.Lock()
+	defer foreignDiag.Unlock()
+	if old, ok := foreignDiag.fds[name]; ok {
+		unix.Close(old)
 	}
-	defer unix.Close(fd)
+	foreignDiag.fds[name] = fd
+}
+
+// UnregisterNetDiag closes the socket registered under name.
+func UnregisterNetDiag(name string) {
+	foreignDiag.Lock()
+	defer foreignDiag.Unlock()
+	if fd, ok := foreignDiag.fds[name]; ok {
+		unix.Close(fd)
+		delete(foreignDiag.fds, name)
+	}
+}
+
+func askForeignPeer(ino uint32) (uint32, error) {
+	foreignDiag.Lock()
+	defer foreignDiag.Unlock()
+	for _, fd := range foreignDiag.fds {
+		if peer, err := askUnixPeer(fd, ino); err == nil {
+			return peer, nil
+		}
+	}
+	return 0, errNoPeer
+}
+
+// askUnixPeer asks on fd, or on a socket of its own in this process's
+// network namespace when fd is -1.
+func askUnixPeer(fd int, ino uint32) (uint32, error) {
+	if fd < 0 {
+		own, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+		if err != nil {
+			return 0, err
+		}
+		defer unix.Close(own)
+		fd = own
+	}
 	// struct nlmsghdr, then struct unix_diag_req.
 	req := make([]byte, unix.NLMSG_HDRLEN+24)
 	le := binary.LittleEndian // netlink speaks the host's order; linux/amd64 and arm64 are little-endian

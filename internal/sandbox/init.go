@@ -204,8 +204,16 @@ func runInit() int {
 	// Closed through its File: a File left to the garbage collector closes
 	// its number again later, when it may be another descriptor's.
 	selfFile := os.NewFile(uintptr(self), "pidfd")
-	err = c.send(reply{Op: opHello, PID: os.Getpid(), Notes: notes}, selfFile)
-	selfFile.Close()
+	files := []*os.File{selfFile}
+	if p.Flags&unix.CLONE_NEWNET != 0 {
+		// The host's proofs ask sock_diag about the agent's sockets: only
+		// a socket opened in this network namespace finds them.
+		if fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG); err == nil {
+			files = append(files, os.NewFile(uintptr(fd), "sock_diag"))
+		}
+	}
+	err = c.send(reply{Op: opHello, PID: os.Getpid(), Notes: notes}, files...)
+	closeAll(files)
 	if err != nil {
 		return 1
 	}

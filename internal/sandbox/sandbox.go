@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dsh-actors/dsh-actors/internal/procfs"
 )
 
 // helloTimeout bounds how long init may take to say it is ready.
@@ -27,6 +29,9 @@ type Sandbox struct {
 	initFD  *os.File // pidfd of init
 	report  Report
 	cg      *cgroup // nil without limits
+	// diagName is the sock_diag socket registered with procfs for the
+	// sandbox's network namespace ("" without one).
+	diagName string
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -171,12 +176,16 @@ func start(pl *planned) (*Sandbox, error) {
 		}
 		return fail(err)
 	}
-	if len(files) != 1 {
+	if len(files) < 1 || len(files) > 2 {
 		closeAll(files)
 		c.uc.Close()
 		return fail(errors.New("sandbox: init sent no pidfd"))
 	}
 	pidfd := files[0]
+	var diag *os.File // a sock_diag socket in the sandbox's network namespace
+	if len(files) == 2 {
+		diag = files[1]
+	}
 	pid, _, err := fdinfoPID(pidfd)
 	if err != nil {
 		pidfd.Close()
@@ -202,6 +211,15 @@ func start(pl *planned) (*Sandbox, error) {
 			pidfd.Close()
 			cg.remove()
 			return nil, &mechanismError{mech: Limits, err: err}
+		}
+	}
+	if diag != nil {
+		fd, err := unix.Dup(int(diag.Fd()))
+		diag.Close()
+		if err == nil {
+			unix.CloseOnExec(fd)
+			s.diagName = "sandbox-" + strconv.Itoa(pid)
+			procfs.RegisterNetDiag(s.diagName, fd)
 		}
 	}
 	s.readerW.Add(1)
@@ -517,6 +535,9 @@ func (s *Sandbox) close() error {
 	s.c.uc.Close()
 	s.readerW.Wait()
 	s.initFD.Close()
+	if s.diagName != "" {
+		procfs.UnregisterNetDiag(s.diagName)
+	}
 	return errors.Join(errs...)
 }
 
