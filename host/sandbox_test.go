@@ -329,10 +329,10 @@ func TestSandboxFallbacksAreReportedAndRequireRefuses(t *testing.T) {
 				cfg.Sandbox.Require = true
 			}, host.Options{})
 			res, err := h2.Bash(ctxT(t), "a", shell.Args{Command: "echo ran"})
-			if err == nil && !strings.Contains(res.Text, "is required") {
-				t.Fatalf("with require: %q, want a refusal", res.Text)
+			if err != nil || !res.IsError || !strings.Contains(res.Text, "is required") || !strings.Contains(res.Text, "disabled by configuration") {
+				t.Fatalf("with require: %q %v, want a refusal naming the cause", res.Text, err)
 			}
-			if strings.Contains(res.Text, "ran") {
+			if strings.Contains(res.Text, "\nran") || strings.HasPrefix(res.Text, "ran") {
 				t.Fatalf("with require, the command ran: %q", res.Text)
 			}
 		})

@@ -456,6 +456,7 @@ func (s *Sandbox) Exec(p *PTY, path string, args, env []string, dir string) (*Ch
 	}
 	if len(a.files) != 1 {
 		closeAll(a.files)
+		drop()
 		return nil, errors.New("sandbox: init sent no pidfd")
 	}
 	k.PidFD = a.files[0]
