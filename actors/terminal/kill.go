@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"golang.org/x/sys/unix"
 
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
@@ -164,7 +163,7 @@ func (a *Actor) interrupt(m *Interrupt) {
 		a.probeKill(k)
 		return
 	}
-	if p := k.last; m.Sig != syscall.SIGINT && p != nil && p.Err == nil && p.Pgrp == a.proc.PID() &&
+	if p := k.last; m.Sig != syscall.SIGINT && p != nil && p.Err == nil && !p.InputPending && p.Pgrp == a.proc.PID() &&
 		p.Wait.State == procfs.WaitingInput && p.Wait.PID == a.proc.PID() {
 		return
 	}
@@ -190,12 +189,6 @@ func (a *Actor) signalled(k *taskKill, sig syscall.Signal) {
 	a.retryKill(k, k.delay)
 }
 
-// forking reports whether s is a fork in progress (glibc's fork and
-// posix_spawn are clone and clone3).
-func forking(s procfs.Syscall) bool {
-	return s.Nr == unix.SYS_CLONE || s.Nr == unix.SYS_CLONE3
-}
-
 func (a *Actor) retryKill(k *taskKill, d time.Duration) {
 	if k.timer != nil {
 		k.timer.Stop()
@@ -219,19 +212,12 @@ func (a *Actor) killProbed(ctx actor.Context, p *ptyproc.Probe, k *taskKill) {
 	}
 	k.last = p
 	if k.sig == 0 {
-		// Held: has the program read what it was given (it reads with
-		// nothing pending), or is it at work elsewhere (the foreground
-		// group's leader is blocked outside a read: a command sleeping or
-		// waiting, a shell waiting for its command)? A program running may
-		// be between a select that said "readable" and its read: input
-		// flushed then leaves it blocked in a read of its line editor's,
-		// with the signal's handling deferred to the next line typed. A
-		// shell's fork that has not executed its command yet would meet
-		// the shell's handler, and the command would run on unseen; so
-		// would a shell that is forking it, were the signal to come now.
-		reads := p.Wait.State == procfs.WaitingInput && !p.InputPending
-		elsewhere := p.GroupLeader.Blocked() && !forking(p.GroupLeader) && p.Wait.State == procfs.NotWaiting && !p.ForegroundForked
-		taken := p.Err == nil && (reads || elsewhere)
+		// Held: has the program read what it was given, or is it at work
+		// elsewhere (see ReadyForInterrupt)? A program running may be
+		// between a select that said "readable" and its read: input flushed
+		// then leaves it blocked in a read of its line editor's, with the
+		// signal's handling deferred to the next line typed.
+		taken := p.ReadyForInterrupt()
 		if !taken && time.Now().Before(k.until) {
 			a.retryKill(k, time.Millisecond)
 			return

@@ -40,7 +40,7 @@ func TestTaskKillRightAfterABackgroundSend(t *testing.T) {
 				next := f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":"echo ok$((%d+1))","keys":["Enter"],"wait_ms":3000}`, id, i))
 				if next.isErr || next.reason() != "prompt" && next.reason() != "stdin_read" ||
 					!strings.Contains(next.text, fmt.Sprintf("ok%d\n", i+1)) || strings.Contains(next.text, "not found") {
-					t.Fatalf("cycle %d: next send: %q %+v", i, next.text, next)
+					t.Fatalf("cycle %d: next send: %q %+v\nthe background send: %q\nthe kill: %q", i, next.text, next, r.text, k.text)
 				}
 				if left := testkit.CommandsRunning(fmt.Sprintf("sleep %d", base+i%10)); len(left) > 0 {
 					t.Fatalf("cycle %d: the killed command runs: %v", i, left)

@@ -294,7 +294,7 @@ func (a *Actor) heldProbed(p *ptyproc.Probe, h *heldSignal) {
 	}
 	a.held = nil
 	switch {
-	case h.send && a.holder == nil && a.exit == nil && p.Err == nil && p.Wait.State != procfs.WaitingInput:
+	case h.send && a.holder == nil && a.exit == nil && p.Err == nil && (p.InputPending || p.Wait.State != procfs.WaitingInput):
 		// (A program back reading the terminal has nothing to interrupt;
 		// a SIGINT would still reach a shell at its prompt, and bash may
 		// then drop the next line typed or end the next wait early.)

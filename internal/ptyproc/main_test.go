@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -283,8 +284,20 @@ func (r *proc) waitExited() *ptyproc.Exited {
 // probe asks Probe with a fresh tag and waits for its answer.
 func (r *proc) probe() seenProbe {
 	r.t.Helper()
+	return r.probeWith(func(tag any) { r.p.Probe(tag, true) })
+}
+
+// probeSignal is probe by ProbeSignal for sig.
+func (r *proc) probeSignal(sig syscall.Signal) seenProbe {
+	r.t.Helper()
+	return r.probeWith(func(tag any) { r.p.ProbeSignal(tag, sig) })
+}
+
+// probeWith asks for a probe with ask and waits for its answer.
+func (r *proc) probeWith(ask func(tag any)) seenProbe {
+	r.t.Helper()
 	tag := new(int)
-	r.p.Probe(tag, true)
+	ask(tag)
 	var got seenProbe
 	r.waitUntil("the Probe", func() bool {
 		for _, pr := range r.probes {

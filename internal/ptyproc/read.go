@@ -61,8 +61,10 @@ type Probe struct {
 	// few times to reach the call it blocks in.
 	Leader procfs.Syscall
 	// Wait says whether the foreground group is blocked reading the
-	// terminal; only filled in when the probe asked for it and no input is
-	// pending.
+	// terminal; only filled in when the probe asked for it, and for Probe
+	// with wait only when no input is pending (ProbeSignal fills it in
+	// either way: a member seen in its read with input pending has been
+	// woken and is about to take it).
 	Wait procfs.Wait
 	// LeaderStopped: the session leader is stopped (SIGSTOP); only filled
 	// in when the probe asked for the wait.
@@ -85,11 +87,11 @@ type Probe struct {
 	// (the leader when the wait names none) ignores it. Only filled in by
 	// ProbeSignal.
 	SignalPending, SignalIgnored bool
-	// GroupLeader is what the foreground group's leader is doing (Leader
-	// when that is the session leader); only filled in by ProbeSignal. A
-	// leader blocked in a system call is not between a select that said
-	// "readable" and its read, where input flushed from under it would
-	// leave it blocked in the read.
+	// GroupLeader is what the foreground group's leader is doing, looked at
+	// after Wait; only filled in by ProbeSignal. A leader blocked in a
+	// system call is not between a select that said "readable" and its
+	// read, where input flushed from under it would leave it blocked in the
+	// read.
 	GroupLeader procfs.Syscall
 	// Writers are the processes that copy the session leader's standard
 	// output or error to the terminal through a pipe (exec > >(tee log)),
@@ -101,6 +103,34 @@ type Probe struct {
 	OutputPiped bool
 	// Err is set when the state could not be read.
 	Err error
+}
+
+// ReadyForInterrupt reports, for a ProbeSignal, whether the foreground
+// group can take SIGINT (and the discard of unread input that goes with it)
+// without losing the input it was given: a member is blocked reading the
+// terminal with nothing pending (its line editor holds at most the start of
+// a line cut short), or the group's leader is blocked in a call other than
+// a wait on the terminal (a command at work, a shell waiting for it) and is
+// not forking (a fork that has not executed its command yet would meet the
+// shell's handler, and the command would run on unseen).
+//
+// GroupLeader is looked at after Wait, so that a reader the input has just
+// woken, still shown in the read or select it slept in, is never taken for
+// one blocked elsewhere: seen so for Wait, it is waiting on the terminal; seen
+// so only afterwards, it has read what was pending and blocked again.
+func (pr *Probe) ReadyForInterrupt() bool {
+	if pr.Err != nil {
+		return false
+	}
+	reads := pr.Wait.State == procfs.WaitingInput && !pr.InputPending
+	elsewhere := pr.GroupLeader.Blocked() && !forking(pr.GroupLeader) && pr.Wait.State == procfs.NotWaiting && !pr.ForegroundForked
+	return reads || elsewhere
+}
+
+// forking reports whether s is a fork in progress (glibc's fork and
+// posix_spawn are clone and clone3).
+func forking(s procfs.Syscall) bool {
+	return s.Nr == unix.SYS_CLONE || s.Nr == unix.SYS_CLONE3
 }
 
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, ChunkSize); return &b }}
@@ -361,14 +391,16 @@ func (p *Process) probe(r request) (*Probe, bool) {
 				pr.Writers, pr.Err = procfs.PipeReaders(p.pid, pipes)
 			}
 		}
-		p.look(pr, r.wait)
+		p.look(pr, r)
 		if r.fg && pr.Err == nil && pr.Pgrp != p.pid {
 			pr.ForegroundForked = p.forkedLeader(pr.Pgrp)
 		}
 		if r.sig != 0 && pr.Err == nil {
 			pr.Err = p.signalState(pr, r.sig)
-			pr.GroupLeader = pr.Leader
-			if pr.Err == nil && pr.Pgrp != p.pid {
+			// After the wait, never before: see ReadyForInterrupt.
+			if pr.Err == nil && pr.Pgrp == p.pid {
+				pr.GroupLeader, pr.Err = p.leader.Read()
+			} else if pr.Err == nil {
 				pr.GroupLeader, pr.Err = groupLeader(pr.Pgrp)
 			}
 		}
@@ -388,7 +420,8 @@ func (p *Process) probe(r request) (*Probe, bool) {
 	}
 }
 
-func (p *Process) look(pr *Probe, wait bool) {
+func (p *Process) look(pr *Probe, r request) {
+	wait := r.wait
 	pgrp, err := p.ForegroundGroup()
 	if err != nil {
 		pr.Err = err
@@ -421,7 +454,12 @@ func (p *Process) look(pr *Probe, wait bool) {
 	}
 	if pending {
 		pr.InputPending = true
-		return
+		if r.sig == 0 {
+			return
+		}
+		// A caller about to signal must tell a member on its way to the
+		// input (woken, not yet running: it still shows the read or select
+		// it slept in) from one blocked elsewhere.
 	}
 	if wait {
 		pr.Wait, pr.Err = procfs.TTYWait(pgrp, p.tty)
