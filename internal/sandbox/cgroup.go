@@ -18,7 +18,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const cgroupRoot = "/sys/fs/cgroup"
+// cgroupRoot is where the cgroup hierarchies are mounted: one cgroup2 (v2)
+// or a directory per v1 controller. A variable for the test of v2 on a
+// machine that mounts its cgroup2 beside the v1 hierarchies.
+var cgroupRoot = "/sys/fs/cgroup"
+
+// v2Controllers are the controllers a v2 sandbox's cgroup gets.
+var v2Controllers = []string{"pids", "memory", "cpu"}
+
+// errNotDelegated: the host's v2 cgroup cannot give its sandboxes a
+// controller they need.
+var errNotDelegated = errors.New("controller not delegated")
 
 // cgroup is one sandbox's cgroup: one directory per controller hierarchy on
 // cgroup v1, one directory on v2.
@@ -133,6 +143,13 @@ func ownCgroups() (map[string]string, error) {
 	return out, nil
 }
 
+// hostLeafPrefix names the v2 cgroup a host moves itself into. Nothing
+// sweeps it: no later host can start in its parent, which then gives
+// controllers to its children (only the root cgroup may also hold
+// processes, and a host there needs no leaf); the service manager that
+// delegated the parent removes the tree with it.
+const hostLeafPrefix = "dsh-actors-host-"
+
 var v2Once struct {
 	sync.Once
 	base string
@@ -159,9 +176,9 @@ func v2Base() (string, error) {
 		enable := func(dir string) error {
 			avail, _ := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
 			var want []string
-			for _, c := range []string{"pids", "memory", "cpu"} {
+			for _, c := range v2Controllers {
 				if !strings.Contains(" "+strings.TrimSpace(string(avail))+" ", " "+c+" ") {
-					return fmt.Errorf("the %s controller is not delegated to %s (its cgroup.controllers: %q)", c, dir, strings.TrimSpace(string(avail)))
+					return fmt.Errorf("the %s %w to %s (its cgroup.controllers: %q)", c, errNotDelegated, dir, strings.TrimSpace(string(avail)))
 				}
 				want = append(want, "+"+c)
 			}
@@ -170,25 +187,33 @@ func v2Base() (string, error) {
 		if err := enable(cur); errors.Is(err, syscall.EBUSY) {
 			// The host's own cgroup holds processes (the host): move the
 			// host into a leaf beside the sandboxes' parent.
-			leaf := filepath.Join(cur, "dsh-actors-host-"+strconv.Itoa(os.Getpid()))
+			leaf := filepath.Join(cur, hostLeafPrefix+strconv.Itoa(os.Getpid()))
 			if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+				_ = unix.Rmdir(base)
 				v2Once.err = err
 				return
 			}
 			if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+				_ = unix.Rmdir(leaf)
+				_ = unix.Rmdir(base)
 				v2Once.err = fmt.Errorf("moving the host into %s: %w", leaf, err)
 				return
 			}
-			err = enable(cur)
-			if err != nil {
-				v2Once.err = err
+			if err := enable(cur); err != nil {
+				// Other processes share the cgroup: put things back.
+				_ = os.WriteFile(filepath.Join(cur, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0)
+				_ = unix.Rmdir(leaf)
+				_ = unix.Rmdir(base)
+				v2Once.err = fmt.Errorf("giving controllers to the children of %s, which holds other processes than the host: %w", cur, err)
 				return
 			}
 		} else if err != nil {
+			_ = unix.Rmdir(base)
 			v2Once.err = err
 			return
 		}
 		if err := enable(base); err != nil {
+			_ = unix.Rmdir(base)
 			v2Once.err = err
 			return
 		}
@@ -350,16 +375,13 @@ func sweepStale() {
 	for _, parent := range parents {
 		entries, _ := os.ReadDir(parent)
 		for _, e := range entries {
+			dir := filepath.Join(parent, e.Name())
 			rest, ok := strings.CutPrefix(e.Name(), "dsh-actors-")
 			rest, _, _ = strings.Cut(rest, "-")
 			pid, err := strconv.Atoi(rest)
-			if !ok || err != nil || e.Name() == hostGroup() || !e.IsDir() {
-				continue
+			if !ok || err != nil || e.Name() == hostGroup() || !e.IsDir() || alive(pid) {
+				continue // not a host's, or its host is alive (or its pid was reused: swept later)
 			}
-			if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
-				continue // its host is alive (or its pid was reused: swept later)
-			}
-			dir := filepath.Join(parent, e.Name())
 			leaves, _ := os.ReadDir(dir)
 			for _, l := range leaves {
 				if l.IsDir() {
@@ -371,4 +393,9 @@ func sweepStale() {
 			_ = unix.Rmdir(dir)
 		}
 	}
+}
+
+func alive(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return err == nil
 }

@@ -303,8 +303,13 @@ func explain(me *mechanismError) (cause, remedy string) {
 			remedy = "this kernel lacks a namespace the sandbox needs (user, pid, mount, ipc, uts)"
 		}
 	case Limits:
-		if errors.Is(me.err, syscall.EACCES) || errors.Is(me.err, syscall.EROFS) || errors.Is(me.err, syscall.EPERM) {
+		switch {
+		case errors.Is(me.err, syscall.EACCES) || errors.Is(me.err, syscall.EROFS) || errors.Is(me.err, syscall.EPERM):
 			remedy = "the host's cgroup is not writable by it: run the host as root, or under systemd with Delegate=yes (systemd-run --user --scope -p Delegate=yes dsh-actors ...)"
+		case errors.Is(me.err, syscall.EBUSY):
+			remedy = "the host shares its cgroup with other processes, and cgroup v2 gives controllers only to cgroups that hold none: start the host in a cgroup of its own (systemd-run --user --scope -p Delegate=yes dsh-actors ...)"
+		case errors.Is(me.err, errNotDelegated):
+			remedy = "give the host's cgroup the pids, memory and cpu controllers: under systemd, start it with Delegate=yes (systemd-run --user --scope -p Delegate=yes dsh-actors ...); in a container, let it manage its cgroup (a private cgroup namespace, cgroupfs mounted read-write)"
 		}
 	}
 	return cause, remedy
