@@ -70,11 +70,18 @@ func (m *cpuMeter) childrenCPU() time.Duration {
 			}
 		}
 	}
+	// The host's executable run again is a sandbox being made (its stage),
+	// a spare one or an agent's: not a shell.
+	hostExe, _ := os.Readlink("/proc/" + strconv.Itoa(m.host) + "/exe")
 	var sum time.Duration
 	for _, p := range procs {
-		if parents[p.PPID] && p.PID != m.notShell && !parents[p.PID] {
-			sum += procCPU(p.PID)
+		if !parents[p.PPID] || p.PID == m.notShell || parents[p.PID] {
+			continue
 		}
+		if exe, _ := os.Readlink("/proc/" + strconv.Itoa(p.PID) + "/exe"); hostExe != "" && exe == hostExe {
+			continue
+		}
+		sum += procCPU(p.PID)
 	}
 	return sum
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/dsh-actors/dsh-actors/config"
 	"github.com/dsh-actors/dsh-actors/executor"
 	"github.com/dsh-actors/dsh-actors/internal/limits"
+	"github.com/dsh-actors/dsh-actors/internal/sandbox"
 	"github.com/dsh-actors/dsh-actors/internal/sigstate"
 	"github.com/dsh-actors/dsh-actors/messages"
 	"github.com/dsh-actors/dsh-actors/metrics"
@@ -76,6 +77,7 @@ type Host struct {
 	system    *actor.ActorSystem
 	ownSystem bool
 	cfg       config.Config
+	spares    *sandbox.Spares
 	log       *slog.Logger
 	pid       *actor.PID
 
@@ -149,12 +151,19 @@ func Start(opts Options) (*Host, error) {
 		}
 		return out
 	})
+	// A sandbox made ahead for the next agent at the configured level (an
+	// agent given another level by SandboxLevel makes its own).
+	h.spares = sandbox.NewSpares(cfg.Sandbox.Want("", "", opts.Dir), log, func(r sandbox.Report, took time.Duration) {
+		opts.Metrics.SandboxMade(string(r.Asked), r.Obtained.String(), took)
+	})
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return newHostActor(h, agentOptions{cfg: cfg, dir: opts.Dir, env: opts.Env, log: log, gate: gate,
-			session: h.session, listeners: listeners, limits: h.limits, metrics: opts.Metrics, sandboxLevel: opts.SandboxLevel})
+			session: h.session, listeners: listeners, limits: h.limits, metrics: opts.Metrics, sandboxLevel: opts.SandboxLevel,
+			spares: h.spares})
 	}, actor.WithGuardian(resumeGuardian), actor.WithDispatcher(dispatcher))
 	pid, err := h.system.Root.SpawnNamed(props, "dsh-host-"+h.system.ProcessRegistry.NextId())
 	if err != nil {
+		_ = h.spares.Close()
 		if h.ownSystem {
 			h.system.Shutdown()
 		}
@@ -439,6 +448,9 @@ func (h *Host) Stop(ctx context.Context) error {
 			}
 			// Every agent has terminated; their processes may still be dying.
 			h.reaping.Wait()
+			if err := h.spares.Close(); err != nil && h.stopErr == nil {
+				h.stopErr = fmt.Errorf("host: closing the spare sandbox: %w", err)
+			}
 			if l := h.ownLog.Load(); l != nil {
 				if err := l.Close(); err != nil && h.stopErr == nil {
 					h.stopErr = fmt.Errorf("host: closing the session log: %w", err)

@@ -46,6 +46,8 @@ type agentOptions struct {
 	metrics   *metrics.Metrics
 	// sandboxLevel is the host's choice of an agent's sandbox level.
 	sandboxLevel func(agentID string) string
+	// spares holds a sandbox made ahead for the next agent.
+	spares *sandbox.Spares
 }
 
 // agentPolicy: an agent that panics is restarted (its children are stopped
@@ -200,6 +202,7 @@ func (a *hostActor) spawn(ctx actor.Context, id string) any {
 		Dir:          a.opts.dir,
 		Env:          a.opts.env,
 		SandboxLevel: level,
+		Spares:       a.opts.spares,
 		Logger:       a.opts.log,
 		Reaper:       reaper,
 		Gate:         a.opts.gate,

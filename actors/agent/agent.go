@@ -67,6 +67,9 @@ type Options struct {
 	// SandboxLevel, when not empty, is the sandbox level of this agent in
 	// place of the configuration's sandbox.level (a host's choice).
 	SandboxLevel string
+	// Spares, when set, may hold a sandbox made ahead for this agent (the
+	// host's, shared by its agents).
+	Spares *sandbox.Spares
 }
 
 // DefaultShellPolicy restarts the shell after each reset (timeout, exit,
@@ -206,7 +209,7 @@ func Props(opts Options) *actor.Props {
 	opts.Env = opts.Config.Sandbox.Env.Filter(opts.Env)
 	// The sandbox outlives a restart of the agent (it is shared with the
 	// producer) and ends when the agent stops.
-	sb := sandbox.NewHolder(opts.Config.Sandbox.Want(opts.ID, opts.SandboxLevel, opts.Dir), log,
+	sb := sandbox.NewHolder(opts.Config.Sandbox.Want(opts.ID, opts.SandboxLevel, opts.Dir), opts.Spares, log,
 		func(r sandbox.Report, took time.Duration) {
 			opts.Metrics.SandboxMade(string(r.Asked), r.Obtained.String(), took)
 		})

@@ -387,7 +387,7 @@ func sweepStale() {
 				if l.IsDir() {
 					cg := &cgroup{v2: isCgroup2(cgroupRoot), dirs: []string{filepath.Join(dir, l.Name())}}
 					_ = cg.killAll(killWait)
-					_ = unix.Rmdir(cg.dirs[0])
+					_ = cg.remove() // busy a moment after its last process ended
 				}
 			}
 			_ = unix.Rmdir(dir)

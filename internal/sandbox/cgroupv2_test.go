@@ -158,7 +158,8 @@ func child(t *testing.T, step, dir string) []string {
 		t.Fatalf("step run did not name the cgroups it left:\n%s", out)
 	}
 	for _, d := range left {
-		if _, err := os.Stat(d); err != nil {
+		// (In the root, another run of this test sweeps them too.)
+		if _, err := os.Stat(d); err != nil && dir != "" {
 			t.Fatalf("step run should have left %s: %v", d, err)
 		}
 	}

@@ -9,3 +9,24 @@ func UseCgroupV2(root string, controllers []string) {
 
 // SweepStale is sweepStale.
 func SweepStale() { sweepStale() }
+
+// SpareInitPID is the init pid of the spare ready to be taken; 0 when none.
+func (s *Spares) SpareInitPID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.spare == nil {
+		return 0
+	}
+	return s.spare.InitPID()
+}
+
+// SpareDone is the Done channel of the spare ready to be taken; nil when
+// none.
+func (s *Spares) SpareDone() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.spare == nil {
+		return nil
+	}
+	return s.spare.Done()
+}

@@ -11,8 +11,9 @@ import (
 // the one before has ended (its init was killed from outside): the agent's
 // shell, terminals and tasks all get theirs here, so they share it.
 type Holder struct {
-	want Want
-	log  *slog.Logger
+	want   Want
+	spares *Spares // may be nil
+	log    *slog.Logger
 	// made is called with each sandbox made (for metrics); it may be nil.
 	made func(Report, time.Duration)
 
@@ -24,13 +25,14 @@ type Holder struct {
 	notice   string
 }
 
-// NewHolder returns a holder that makes sandboxes as w asks. Level off
-// makes none: Get returns nil.
-func NewHolder(w Want, log *slog.Logger, made func(Report, time.Duration)) *Holder {
+// NewHolder returns a holder that makes sandboxes as w asks, or takes one
+// of spares (which may be nil) made alike. Level off makes none: Get
+// returns nil.
+func NewHolder(w Want, spares *Spares, log *slog.Logger, made func(Report, time.Duration)) *Holder {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Holder{want: w, log: log, made: made}
+	return &Holder{want: w, spares: spares, log: log, made: made}
 }
 
 // ErrClosed is returned by Get once the holder is closed.
@@ -61,11 +63,18 @@ func (h *Holder) Get() (*Sandbox, error) {
 	if h.off {
 		return nil, nil
 	}
-	t0 := time.Now()
-	sb, r, err := Start(h.want)
-	if err != nil {
-		h.log.Error("sandbox: none could be made", "asked", h.want.Level, "err", err)
-		return nil, err
+	sb, r, spare := h.spares.take(h.want)
+	if !spare {
+		t0 := time.Now()
+		var err error
+		sb, r, err = Start(h.want)
+		if err != nil {
+			h.log.Error("sandbox: none could be made", "asked", h.want.Level, "err", err)
+			return nil, err
+		}
+		if h.made != nil {
+			h.made(r, time.Since(t0))
+		}
 	}
 	if len(r.Missing) > 0 || len(r.Notes) > 0 {
 		h.log.Warn("sandbox: weaker than asked", "obtained", r.Obtained.String(), "report", r.String())
@@ -73,10 +82,7 @@ func (h *Holder) Get() (*Sandbox, error) {
 			h.notice = "[sandbox: " + r.String() + "]"
 		}
 	} else {
-		h.log.Info("sandbox: made", "obtained", r.Obtained.String(), "init", sb.InitPID())
-	}
-	if h.made != nil {
-		h.made(r, time.Since(t0))
+		h.log.Info("sandbox: made", "obtained", r.Obtained.String(), "init", sb.InitPID(), "spare", spare)
 	}
 	if sb == nil {
 		// Nothing could be had: the agent runs on the host, and this is
