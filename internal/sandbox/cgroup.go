@@ -74,7 +74,11 @@ func newCgroup(name string, lim LimitValues) (*cgroup, error) {
 			cg.remove()
 			return nil, fmt.Errorf("the cgroup v1 %s controller is not mounted (no %s in /proc/self/cgroup)", ctrl, ctrl)
 		}
-		dir := filepath.Join(cgroupRoot, ctrl, rel, hostGroup(), leaf)
+		group := filepath.Join(cgroupRoot, ctrl, rel, hostGroup())
+		if os.Mkdir(group, 0o755) == nil {
+			limitHostGroup(group, ctrl)
+		}
+		dir := filepath.Join(group, leaf)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			cg.remove()
 			return nil, fmt.Errorf("creating cgroup %s: %w", dir, err)
@@ -217,9 +221,55 @@ func v2Base() (string, error) {
 			v2Once.err = err
 			return
 		}
+		limitHostGroup(base, "")
 		v2Once.base = base
 	})
 	return v2Once.base, v2Once.err
+}
+
+// limitHostGroup bounds what a host's sandboxes may take together, so that
+// agents that each keep within their own limits cannot, all at once, take
+// every pid or all the memory of the machine: the host and the rest of the
+// machine keep an eighth (at least 512 pids). dir is the cgroup of all of
+// them: on v1 the host's group in the hierarchy of ctrl, on v2 (ctrl "")
+// the sandboxes' parent. It is a second wall: a controller that is not
+// there is skipped.
+func limitHostGroup(dir, ctrl string) {
+	pids, mem := hostShare()
+	set := func(file string, value int64) {
+		if value > 0 {
+			_ = os.WriteFile(filepath.Join(dir, file), []byte(strconv.FormatInt(value, 10)), 0)
+		}
+	}
+	switch ctrl {
+	case "":
+		set("pids.max", int64(pids))
+		set("memory.max", mem)
+	case "pids":
+		set("pids.max", int64(pids))
+	case "memory":
+		set("memory.limit_in_bytes", mem)
+	}
+}
+
+// hostShare is what limitHostGroup allows all of a host's sandboxes.
+func hostShare() (pids int, mem int64) {
+	for _, name := range []string{"kernel/pid_max", "kernel/threads-max"} {
+		if n, err := strconv.Atoi(sysctl(name)); err == nil && n > 0 && (pids == 0 || n < pids) {
+			pids = n
+		}
+	}
+	if pids > 1024 {
+		pids -= max(pids/8, 512)
+	} else {
+		pids = 0
+	}
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) == nil {
+		total := int64(si.Totalram) * int64(si.Unit)
+		mem = total - total/8
+	}
+	return pids, mem
 }
 
 func (cg *cgroup) limit(lim LimitValues) error {

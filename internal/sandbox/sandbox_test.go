@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -248,5 +249,57 @@ echo done`)
 	}
 	if _, err := os.Stat("/tmp/dsh-test-private"); err == nil {
 		t.Error("the sandbox's /tmp is the host's")
+	}
+}
+
+// The host's sandboxes together are bounded below the machine's pids and
+// memory, each agent's own limits notwithstanding: their common parent
+// cgroup keeps some of each for the host and the rest of the machine.
+func TestSandboxesTogetherLeaveTheMachineSome(t *testing.T) {
+	sb := start(t, sandbox.Want{Level: sandbox.LevelLimits, Limits: sandbox.LimitValues{Pids: 100}})
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", sb.InitPID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(path string) int64 {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			t.Fatalf("%s: %q", path, b)
+		}
+		return n
+	}
+	pidMax := min(read("/proc/sys/kernel/pid_max"), read("/proc/sys/kernel/threads-max"))
+	var memTotal int64
+	if m, err := os.ReadFile("/proc/meminfo"); err == nil {
+		fmt.Sscanf(strings.TrimSpace(strings.SplitN(string(m), "\n", 2)[0]), "MemTotal: %d kB", &memTotal)
+		memTotal <<= 10
+	}
+	seen := 0
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		parent := filepath.Dir(f[2])
+		switch f[1] {
+		case "pids":
+			seen++
+			if n := read(filepath.Join("/sys/fs/cgroup/pids", parent, "pids.max")); n >= pidMax || n < pidMax/2 {
+				t.Errorf("the sandboxes' parent %s allows %d pids of the machine's %d", parent, n, pidMax)
+			}
+		case "memory":
+			seen++
+			if n := read(filepath.Join("/sys/fs/cgroup/memory", parent, "memory.limit_in_bytes")); memTotal == 0 || n >= memTotal || n < memTotal/2 {
+				t.Errorf("the sandboxes' parent %s allows %d bytes of the machine's %d", parent, n, memTotal)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Fatalf("init is not in a pids and a memory cgroup: %q", b)
 	}
 }
