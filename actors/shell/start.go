@@ -10,7 +10,6 @@ import (
 	"github.com/dsh-actors/dsh-actors/internal/inband"
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
-	"github.com/dsh-actors/dsh-actors/internal/sandbox"
 )
 
 func (a *Actor) startShell() error {
@@ -39,14 +38,7 @@ func (a *Actor) startShell() error {
 			return fmt.Errorf("its working directory %q is not a directory that exists", dir)
 		}
 	}
-	var sb *sandbox.Sandbox
-	if a.opts.Sandbox != nil {
-		if sb, err = a.opts.Sandbox(); err != nil {
-			return fmt.Errorf("%w%s", err, ptyproc.LimitNote(err))
-		}
-	}
-	proc, err := ptyproc.Start(ptyproc.Options{
-		Sandbox: sb,
+	proc, err := ptyproc.StartIn(a.opts.Sandbox, ptyproc.Options{
 		Path:    path,
 		Args:    []string{"--norc", "--noprofile", "--noediting", "-i"},
 		Env:     env,

@@ -280,16 +280,8 @@ func (a *Actor) start() {
 	if rows == 0 {
 		rows = DefaultRows
 	}
-	var sb *sandbox.Sandbox
-	if a.opts.Sandbox != nil {
-		if sb, a.startErr = a.opts.Sandbox(); a.startErr != nil {
-			a.startErr = fmt.Errorf("%w%s", a.startErr, ptyproc.LimitNote(a.startErr))
-			return
-		}
-	}
-	a.proc, a.startErr = ptyproc.Start(ptyproc.Options{
-		Sandbox: sb,
-		Path:    path, Args: argv, Env: env, Dir: dir,
+	a.proc, a.startErr = ptyproc.StartIn(a.opts.Sandbox, ptyproc.Options{
+		Path: path, Args: argv, Env: env, Dir: dir,
 		Cols: uint16(cols), Rows: uint16(rows), Echo: true, CRLF: true,
 	}, a.send)
 }

@@ -54,6 +54,9 @@ type proc struct {
 	// onProbe, when set, is called with each *Probe, with mu held, after it
 	// has been recorded. It must not block.
 	onProbe func(*ptyproc.Probe)
+	// sandbox, when set before Start, gives the sandbox to start in
+	// (ptyproc.StartIn).
+	sandbox func() (*sandbox.Sandbox, error)
 
 	mu          sync.Mutex
 	hold        bool
@@ -98,7 +101,7 @@ func (r *proc) start(opts ptyproc.Options) *proc {
 		opts.Env = os.Environ()
 	}
 	opts.Env = append(append([]string(nil), opts.Env...), mark)
-	p, err := ptyproc.Start(opts, r.deliver)
+	p, err := ptyproc.StartIn(r.sandbox, opts, r.deliver)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -169,6 +169,28 @@ func markTree(env []string) (procfs.Tree, []string) {
 	return procfs.Tree{MarkName: MarkVariable, MarkToken: token}, append(out, MarkVariable+"="+value)
 }
 
+// StartIn starts the program in the sandbox that get gives (Start when
+// get is nil). A sandbox whose init was killed from outside a moment
+// ago is found ended only by the first request to it: the program is then
+// started in the fresh one that get gives next, so that the agent's
+// call does not fail for it.
+func StartIn(get func() (*sandbox.Sandbox, error), opts Options, deliver func(any)) (*Process, error) {
+	if get == nil {
+		return Start(opts, deliver)
+	}
+	for try := 0; ; try++ {
+		sb, err := get()
+		if err != nil {
+			return nil, fmt.Errorf("%w%s", err, LimitNote(err))
+		}
+		opts.Sandbox = sb
+		p, err := Start(opts, deliver)
+		if err == nil || try == 2 || sb == nil || !sb.Ended() {
+			return p, err
+		}
+	}
+}
+
 // Start starts the program. deliver is called from the process's goroutines
 // with the messages listed in the package documentation; it must not block.
 func Start(opts Options, deliver func(any)) (*Process, error) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
+	"github.com/dsh-actors/dsh-actors/internal/sandbox"
 	"github.com/dsh-actors/dsh-actors/internal/testkit"
 )
 
@@ -741,6 +742,29 @@ func TestProbeRightAfterWrite(t *testing.T) {
 	// (a woken cat preempts them; the probe goroutine waits its turn). So
 	// it is only reported; TestProbeInputPending makes it certain.
 	t.Logf("%d rounds: input pending %d, waiting %d, neither %d", rounds, pending, waited, other)
+}
+
+// A program started right after its agent's sandbox was killed from
+// outside starts, in a fresh sandbox: the killed one is found ended only
+// by the first request to it (a spare sandbox killed while it waited is
+// handed out so, and the agent's first call failed).
+func TestStartInASandboxJustKilled(t *testing.T) {
+	h := sandbox.NewHolder(sandbox.Want{Name: "killed", Level: sandbox.LevelProcess}, nil, nil, nil)
+	defer h.Close()
+	for i := range 20 {
+		sb, err := h.Get()
+		if err != nil || sb == nil {
+			t.Fatalf("round %d: the sandbox: %v (none: %v)", i, err, sb == nil)
+		}
+		if err := syscall.Kill(sb.InitPID(), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		r := newProc(t)
+		r.sandbox = h.Get
+		r.start(ptyproc.Options{Path: "bash", Args: []string{"--norc", "--noprofile", "-c", fmt.Sprintf("echo round %d", i)}})
+		r.waitOutput(fmt.Sprintf("round %d", i))
+		r.waitExited()
+	}
 }
 
 // Right after a Write to cat, a ProbeSignal that says the group is ready

@@ -51,14 +51,12 @@ func (h *Holder) Get() (*Sandbox, error) {
 		return nil, ErrClosed
 	}
 	if h.sb != nil {
-		select {
-		case <-h.sb.Done():
-			h.log.Warn("sandbox: the agent's sandbox ended; making a new one", "init", h.sb.InitPID())
-			_ = h.sb.Close()
-			h.sb = nil
-		default:
+		if !h.sb.Ended() {
 			return h.sb, nil
 		}
+		h.log.Warn("sandbox: the agent's sandbox ended; making a new one", "init", h.sb.InitPID())
+		_ = h.sb.Close()
+		h.sb = nil
 	}
 	if h.off {
 		return nil, nil

@@ -222,6 +222,9 @@ func runInit() int {
 		var req request
 		files, err := c.recv(buf, &req)
 		closeAll(files)
+		if errors.Is(err, errLostFDs) {
+			err = nil // the host sends none
+		}
 		if err != nil {
 			// The host is gone (or broke the protocol): end the sandbox.
 			// As pid 1, init's exit kills every process in it; without a

@@ -49,6 +49,8 @@ type Sandbox struct {
 type answer struct {
 	r     reply
 	files []*os.File
+	// lost: descriptors init sent with it were dropped (errLostFDs).
+	lost bool
 }
 
 // Start makes a sandbox as w asks, or as close to it as the machine allows
@@ -283,9 +285,11 @@ func (s *Sandbox) read() {
 		var r reply
 		var files []*os.File
 		files, err = s.c.recv(buf, &r)
-		if err != nil {
+		lost := errors.Is(err, errLostFDs)
+		if err != nil && !lost {
 			break
 		}
+		err = nil
 		s.mu.Lock()
 		switch r.Op {
 		case opExited:
@@ -298,7 +302,7 @@ func (s *Sandbox) read() {
 		default:
 			if ch := s.calls[r.ID]; ch != nil {
 				delete(s.calls, r.ID)
-				ch <- answer{r: r, files: files}
+				ch <- answer{r: r, files: files, lost: lost}
 			} else {
 				closeAll(files)
 			}
@@ -333,6 +337,14 @@ func (s *Sandbox) read() {
 	close(s.done)
 }
 
+// Ended reports whether the sandbox has ended (its init is gone), as soon
+// as a request has been refused for it with ErrEnded, before Done closes.
+func (s *Sandbox) Ended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended
+}
+
 // ErrEnded is returned for requests to a sandbox that has ended.
 var ErrEnded = errors.New("sandbox: the agent's sandbox has ended")
 
@@ -351,6 +363,12 @@ func (s *Sandbox) call(req request) (answer, error) {
 		s.mu.Lock()
 		delete(s.calls, req.ID)
 		s.mu.Unlock()
+		// A socket init no longer holds: its end is on the way.
+		select {
+		case <-s.done:
+			return answer{}, fmt.Errorf("%w (%v)", ErrEnded, err)
+		case <-time.After(killWait):
+		}
 		return answer{}, fmt.Errorf("sandbox: %w", err)
 	}
 	a, ok := <-ch
@@ -385,6 +403,10 @@ func (s *Sandbox) OpenPTY() (*PTY, error) {
 	}
 	if len(a.files) != 2 {
 		closeAll(a.files)
+		if a.lost {
+			s.Discard(&PTY{id: a.r.ID})
+			return nil, fmt.Errorf("sandbox: receiving the terminal: %w", errLostFDs)
+		}
 		return nil, errors.New("sandbox: init sent no terminal")
 	}
 	return &PTY{id: a.r.ID, Master: a.files[0], Slave: a.files[1], Name: a.r.TTY}, nil
@@ -457,6 +479,9 @@ func (s *Sandbox) Exec(p *PTY, path string, args, env []string, dir string) (*Ch
 	if len(a.files) != 1 {
 		closeAll(a.files)
 		drop()
+		if a.lost {
+			return nil, fmt.Errorf("sandbox: receiving the program's pidfd: %w", errLostFDs)
+		}
 		return nil, errors.New("sandbox: init sent no pidfd")
 	}
 	k.PidFD = a.files[0]

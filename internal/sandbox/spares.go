@@ -22,9 +22,19 @@ type Spares struct {
 	report  Report
 	making  chan struct{} // closed when the spare being made is ready
 	claimed bool          // a taker waits for the spare being made
-	stopped bool          // closed, or a spare could not be made
+	stopped bool          // closed
+	// After a spare could not be made, none is tried before retryAt; the
+	// wait doubles with each failure in a row (agents make their own
+	// meanwhile, and report why).
+	retryAt time.Time
+	backoff time.Duration
 	wg      sync.WaitGroup
 }
+
+const (
+	sparesFirstBackoff = time.Second
+	sparesMaxBackoff   = time.Minute
+)
 
 // NewSpares starts making a spare sandbox as w asks (its Name is ignored).
 // made is called with each sandbox made, as for a Holder.
@@ -45,7 +55,7 @@ func NewSpares(w Want, log *slog.Logger, made func(Report, time.Duration)) *Spar
 }
 
 func (s *Spares) startLocked() {
-	if s.stopped || s.making != nil || s.spare != nil {
+	if s.stopped || s.making != nil || s.spare != nil || time.Now().Before(s.retryAt) {
 		return
 	}
 	ready := make(chan struct{})
@@ -63,12 +73,13 @@ func (s *Spares) startLocked() {
 		switch {
 		case err != nil || sb == nil:
 			// The agents' holders make their own and report why.
-			s.log.Debug("sandbox: no spare", "err", err, "report", r.String())
-			s.stopped = true
+			s.backoff = min(max(2*s.backoff, sparesFirstBackoff), sparesMaxBackoff)
+			s.retryAt = time.Now().Add(s.backoff)
+			s.log.Debug("sandbox: no spare", "err", err, "report", r.String(), "retry_in", s.backoff)
 		case s.stopped:
 			_ = sb.Close()
 		default:
-			s.spare, s.report = sb, r
+			s.spare, s.report, s.backoff = sb, r, 0
 		}
 	})
 }
@@ -97,12 +108,12 @@ func (s *Spares) take(w Want) (sb *Sandbox, r Report, ok bool) {
 	if sb == nil {
 		return nil, Report{}, false
 	}
-	select {
-	case <-sb.Done():
+	if sb.Ended() {
 		// Its init was killed while it waited: not worth handing out.
+		// (Killed a moment ago, its end not noticed yet, it is handed out
+		// and its first request fails with ErrEnded: see ptyproc.StartIn.)
 		_ = sb.Close()
 		return nil, Report{}, false
-	default:
 	}
 	return sb, r, true
 }

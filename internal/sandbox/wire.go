@@ -122,8 +122,14 @@ func (c *conn) send(v any, files ...*os.File) error {
 	return err
 }
 
+// errLostFDs: descriptors sent with a message were lost on the way, the
+// receiver's open-file limit reached (the kernel drops what it cannot
+// install, MSG_CTRUNC). The message itself is whole.
+var errLostFDs = fmt.Errorf("descriptors sent by the sandbox were dropped: %w", syscall.EMFILE)
+
 // recv reads one message into v and returns the descriptors that came with
-// it, each close-on-exec.
+// it, each close-on-exec. When some were dropped (errLostFDs), v is still
+// read, with the ones that came.
 func (c *conn) recv(buf []byte, v any) ([]*os.File, error) {
 	oob := make([]byte, unix.CmsgSpace(4*4))
 	n, oobn, flags, _, err := c.uc.ReadMsgUnix(buf, oob)
@@ -157,6 +163,9 @@ func (c *conn) recv(buf []byte, v any) ([]*os.File, error) {
 	if err := json.Unmarshal(buf[:n], v); err != nil {
 		closeAll(files)
 		return nil, fmt.Errorf("sandbox: reading a message: %w", err)
+	}
+	if flags&unix.MSG_CTRUNC != 0 {
+		return files, errLostFDs
 	}
 	return files, nil
 }
