@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -421,5 +422,47 @@ func TestOutOfDescriptors(t *testing.T) {
 	restore()
 	for _, out := range shells {
 		testkit.ShellGone(t, out)
+	}
+}
+
+// Stop while agents are making their first calls: every call is answered
+// (done, or refused as stopped), Stop ends in time, and nothing is left. An agent handed a call while it
+// stopped once spawned its shell then; protoactor never stopped that
+// child, the agent never ended, and Stop timed out with shells and
+// sandboxes left running.
+func TestStopDuringABurstOfFirstCalls(t *testing.T) {
+	for i := range 20 {
+		mark := testkit.ProcessMark(t)
+		h := hosttest.Start(t, nil, host.Options{Env: append(os.Environ(), mark)})
+		answered := make(chan error, 10)
+		for j := range 10 {
+			go func() {
+				_, err := h.Bash(context.Background(), fmt.Sprintf("s%d", j), shell.Args{Command: "echo hi"})
+				answered <- err
+			}()
+		}
+		// Stop once k agents exist, their calls on the way to them.
+		k := 1 + i%10
+		testkit.Eventually(t, fmt.Sprintf("%d agents", k), func() (bool, string) {
+			n := len(h.Agents())
+			return n >= k, fmt.Sprint(n)
+		})
+		if err := h.Stop(ctxT(t)); err != nil {
+			t.Fatalf("round %d: Stop: %v", i, err)
+		}
+		for range 10 {
+			select {
+			case err := <-answered:
+				if err != nil && !errors.Is(err, host.ErrStopped) {
+					t.Errorf("round %d: a call: %v", i, err)
+				}
+			case <-time.After(testkit.Timeout):
+				t.Fatalf("round %d: a call was never answered", i)
+			}
+		}
+		// Stop returns when every process is gone: look right away.
+		if left := testkit.MarkedProcesses(mark); len(left) > 0 {
+			t.Fatalf("round %d: left after Stop: %v", i, left)
+		}
 	}
 }

@@ -127,6 +127,8 @@ func (a *hostActor) Receive(ctx actor.Context) {
 	case *ensureAgent:
 		e := a.agents[m.id]
 		switch {
+		case e == nil && !a.strategy.MaySpawn():
+			ctx.Respond(ErrStopped)
 		case e == nil:
 			ctx.Respond(a.spawn(ctx, m.id))
 		case e.stopping:

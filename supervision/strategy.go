@@ -147,6 +147,17 @@ func (s *Strategy) Stopping() {
 	}
 }
 
+// MaySpawn reports whether the supervisor may spawn a child: not once
+// [Strategy.Stopping] was called. protoactor still hands a stopping or
+// restarting actor its messages, and a child spawned then was not among the
+// children it stopped: it never stops, and neither does its parent (a host's
+// Stop timed out with agents and their shells left running).
+func (s *Strategy) MaySpawn() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.stopping
+}
+
 // ChildTerminated tells s that pid has terminated, and reports whether the
 // supervisor should spawn a replacement: only for a Permanent child that
 // stopped without the supervisor, a decision of s, or [Strategy.Stopping]

@@ -314,6 +314,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *messages.ToolCall:
 		a.dispatch(ctx, m)
 	case *Record, *Inject, *PrepareStep, *BeginTurn:
+		if !a.strategy.MaySpawn() {
+			ctx.Respond(refusal(m, ErrStopping)) // a session now would outlive the agent
+			return
+		}
 		if a.session == nil {
 			a.session = newSession(a, ctx.ActorSystem().Root)
 		}
@@ -414,6 +418,12 @@ func (a *Actor) Receive(ctx actor.Context) {
 }
 
 func (a *Actor) dispatch(ctx actor.Context, call *messages.ToolCall) {
+	if !a.strategy.MaySpawn() {
+		// Stopping or restarting (protoactor still delivers messages): a
+		// child spawned now would never be stopped, nor would the agent.
+		ctx.Respond(errorResult(call, call.Tool+": the agent is stopping"))
+		return
+	}
 	h, ok := handlers[call.Tool]
 	if !ok || (isTaskTool(call.Tool) && !a.opts.Config.Terminal.EnableRunInBackground) {
 		ctx.Respond(errorResult(call, fmt.Sprintf("unknown tool %q: this agent has %s", call.Tool, strings.Join(ToolNames(a.opts.Config), ", "))))

@@ -232,7 +232,10 @@ func (s *session) run() {
 	}
 }
 
-func (s *session) refusal(msg any, err error) any {
+func (s *session) refusal(msg any, err error) any { return refusal(msg, err) }
+
+// refusal is the answer to a session request msg that is not run.
+func refusal(msg any, err error) any {
 	switch msg.(type) {
 	case *PrepareStep:
 		return &StepPrepared{Err: err}

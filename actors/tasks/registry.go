@@ -23,6 +23,9 @@ type Registry struct {
 	opts  Options
 	next  int
 	tasks map[string]*entry
+	// stopping: protoactor still delivers messages to a stopping actor,
+	// and a task spawned then would never be stopped, nor the registry.
+	stopping bool
 }
 
 type entry struct {
@@ -44,8 +47,14 @@ const maxFinished = 256
 // Receive handles the registry's messages.
 func (r *Registry) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *actor.Started, *actor.Stopped:
+	case *actor.Stopping, *actor.Restarting:
+		r.stopping = true
 	case *Start:
+		if r.stopping {
+			ctx.Respond(errorResult(m.CallID, terminal.ToolSend, "terminal_send: the agent is stopping"))
+			return
+		}
 		r.start(ctx, m)
 	case *Output:
 		r.forward(ctx, m.CallID, ToolOutput, m.Args.TaskID, m)
