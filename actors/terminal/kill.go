@@ -10,6 +10,7 @@ import (
 
 	"github.com/dsh-actors/dsh-actors/internal/procfs"
 	"github.com/dsh-actors/dsh-actors/internal/ptyproc"
+	"github.com/dsh-actors/dsh-actors/internal/waitproof"
 )
 
 // taskFeed types a background task's input a piece at a time: the next
@@ -164,7 +165,7 @@ func (a *Actor) interrupt(m *Interrupt) {
 		return
 	}
 	if p := k.last; m.Sig != syscall.SIGINT && p != nil && p.Err == nil && !p.InputPending && p.Pgrp == a.proc.PID() &&
-		p.Wait.State == procfs.WaitingInput && p.Wait.PID == a.proc.PID() {
+		atInput(p.Wait) && p.Wait.PID == a.proc.PID() {
 		return
 	}
 	if a.proc.Signal(m.Sig) == nil {
@@ -205,6 +206,14 @@ func (a *Actor) killOutput(marker bool) {
 	}
 }
 
+// atInput reports whether w is a program back at its input: blocked
+// reading the terminal, or an event loop waiting on it and on its own
+// timers, none of its threads running (confirmed across
+// waitproof.LoopQuiet with no work done).
+func atInput(w procfs.Wait) bool {
+	return w.State == procfs.WaitingInput || w.State == procfs.IdleLoop && !w.Busy
+}
+
 // killProbed judges a kill's look.
 func (a *Actor) killProbed(ctx actor.Context, p *ptyproc.Probe, k *taskKill) {
 	if k != a.kill || a.holder == nil || a.holder.id != k.taskID {
@@ -232,7 +241,7 @@ func (a *Actor) killProbed(ctx actor.Context, p *ptyproc.Probe, k *taskKill) {
 	// sent only when a command other than the shell at its input had the
 	// terminal: whoever reads now (a shell, which ignores SIGTERM) started
 	// a fresh line.
-	conclusive := p.Err == nil && !p.InputPending && p.Drained && p.Wait.State == procfs.WaitingInput &&
+	conclusive := p.Err == nil && !p.InputPending && p.Drained && atInput(p.Wait) &&
 		!p.SignalPending && !(p.SignalIgnored && k.sig == syscall.SIGINT)
 	if !conclusive {
 		k.confirm = procfs.Wait{}
@@ -247,6 +256,12 @@ func (a *Actor) killProbed(ctx actor.Context, p *ptyproc.Probe, k *taskKill) {
 		// like one blocked in it: the same wait seen twice is the proof.
 		k.confirm, k.confirmOut, k.confirmAt = w, k.outputs, time.Now()
 		a.retryKill(k, time.Millisecond)
+		return
+	}
+	if left := waitproof.LoopQuiet - time.Since(k.confirmAt); w.State == procfs.IdleLoop && left > 0 {
+		// An event loop (node's REPL) waits on the terminal and a timer:
+		// the same wait, with no work done, across a while.
+		a.retryKill(k, left)
 		return
 	}
 	sig := ptyproc.SignalName(k.sig)

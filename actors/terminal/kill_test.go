@@ -49,3 +49,31 @@ func TestTaskKillRightAfterABackgroundSend(t *testing.T) {
 		})
 	}
 }
+
+// task_kill of a command in node's REPL: node takes the SIGINT, prints
+// its error and a new prompt, and waits on the terminal and its timers (an
+// event loop, not a blocked read). The task ends there, and the REPL, its
+// state with it, is kept: it was once taken for a program that ignored the
+// SIGINT, and SIGTERM killed node.
+func TestTaskKillInNodesREPL(t *testing.T) {
+	testkit.Node(t)
+	f := newFixture(t, nil)
+	id, r := f.open(`{"command":"node"}`)
+	want(t, r, "stdin_read", "> ")
+	want(t, f.send(id, "globalThis.kept = 41", "Enter"), "stdin_read", "41")
+	for _, busy := range []string{`for(;;){}`, `{const e=Date.now()+600000; while(Date.now()<e){}}`} {
+		r := f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":%q,"keys":["Enter"],"run_in_background":true}`, id, busy))
+		task, _ := r.data["task_id"].(string)
+		if task == "" {
+			t.Fatalf("send: %+v", r)
+		}
+		k := f.call("task_kill", `{"task_id":"`+task+`"}`)
+		if k.isErr || k.data["running"] != false || strings.Contains(k.text, "SIGTERM") || strings.Contains(k.text, "SIGKILL") {
+			t.Fatalf("kill of %s: %q %+v", busy, k.text, k)
+		}
+		next := f.call("terminal_send", fmt.Sprintf(`{"terminal_id":%q,"text":"kept + 1","keys":["Enter"],"wait_ms":5000}`, id))
+		if next.isErr || !strings.Contains(next.text, "42") {
+			t.Fatalf("after the kill of %s, the REPL: %q %+v", busy, next.text, next)
+		}
+	}
+}
