@@ -69,6 +69,11 @@
 // an actor that receives Restart while it is stopping into a restarting one,
 // which never reports its termination.
 //
+// protoactor still hands a stopping or restarting actor its messages. A
+// child spawned then is not among the children it stopped: it never stops,
+// and neither does the supervisor. Ask [Strategy.MaySpawn] before spawning
+// in answer to a message.
+//
 // No directive rescues an actor that panics while handling *actor.Stopping
 // or *actor.Stopped: it is left half stopped and its parent never receives
 // *actor.Terminated. [LogPanics] logs such panics and does not pass them on.
