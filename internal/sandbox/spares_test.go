@@ -87,7 +87,7 @@ func TestSpares(t *testing.T) {
 	testkit.Eventually(t, "the spare's init gone", func() (bool, string) {
 		// Ended: its reaper (pid 1 or a subreaper) may take a while.
 		p, err := procfs.Stat(third)
-		return errors.Is(err, os.ErrNotExist) || err == nil && p.Zombie(), fmt.Sprintf("%+v %v", p, err)
+		return errors.Is(err, procfs.ErrNoProcess) || errors.Is(err, os.ErrNotExist) || err == nil && p.Zombie(), fmt.Sprintf("%+v %v", p, err)
 	})
 	d := w
 	d.Name = "agent-d"
