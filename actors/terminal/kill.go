@@ -165,7 +165,7 @@ func (a *Actor) interrupt(m *Interrupt) {
 		return
 	}
 	if p := k.last; m.Sig != syscall.SIGINT && p != nil && p.Err == nil && !p.InputPending && p.Pgrp == a.proc.PID() &&
-		atInput(p.Wait) && p.Wait.PID == a.proc.PID() {
+		p.Wait.State == procfs.WaitingInput && p.Wait.PID == a.proc.PID() {
 		return
 	}
 	if a.proc.Signal(m.Sig) == nil {
@@ -206,10 +206,11 @@ func (a *Actor) killOutput(marker bool) {
 	}
 }
 
-// atInput reports whether w is a program back at its input: blocked
-// reading the terminal, or an event loop waiting on it and on its own
-// timers, none of its threads running (confirmed across
-// waitproof.LoopQuiet with no work done).
+// atInput reports whether a look w may show a program back at its input:
+// blocked reading the terminal, or an event loop waiting on it and on its
+// own timers with none of its threads running. (killProbed confirms an
+// event loop over one of its wake-ups, waitproof.LoopWatch, with no work
+// done.)
 func atInput(w procfs.Wait) bool {
 	return w.State == procfs.WaitingInput || w.State == procfs.IdleLoop && !w.Busy
 }
@@ -258,9 +259,9 @@ func (a *Actor) killProbed(ctx actor.Context, p *ptyproc.Probe, k *taskKill) {
 		a.retryKill(k, time.Millisecond)
 		return
 	}
-	if left := waitproof.LoopQuiet - time.Since(k.confirmAt); w.State == procfs.IdleLoop && left > 0 {
+	if left := waitproof.LoopWatch(w) - time.Since(k.confirmAt); w.State == procfs.IdleLoop && left > 0 {
 		// An event loop (node's REPL) waits on the terminal and a timer:
-		// the same wait, with no work done, across a while.
+		// the same wait, with no work done, past one of its wake-ups.
 		a.retryKill(k, left)
 		return
 	}

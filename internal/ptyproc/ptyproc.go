@@ -242,6 +242,8 @@ func Start(opts Options, deliver func(any)) (*Process, error) {
 		k, err = opts.Sandbox.Exec(spty, path, opts.Args, env, opts.Dir)
 		if err == nil {
 			prog = sandboxProgram{k}
+		} else {
+			opts.Sandbox.Discard(spty) // init's copy, if it still holds it
 		}
 	} else {
 		cmd := exec.Command(path, opts.Args...)

@@ -75,14 +75,22 @@ func newCgroup(name string, lim LimitValues) (*cgroup, error) {
 			return nil, fmt.Errorf("the cgroup v1 %s controller is not mounted (no %s in /proc/self/cgroup)", ctrl, ctrl)
 		}
 		group := filepath.Join(cgroupRoot, ctrl, rel, hostGroup())
-		if os.Mkdir(group, 0o755) == nil {
-			limitHostGroup(group, ctrl)
-		}
 		dir := filepath.Join(group, leaf)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		var err error
+		for range 10 {
+			// The last sandbox's close may remove the group between
+			// MkdirAll's make of it and of the leaf: make it again.
+			if err = os.MkdirAll(dir, 0o755); !errors.Is(err, os.ErrNotExist) {
+				break
+			}
+		}
+		if err != nil {
 			cg.remove()
 			return nil, fmt.Errorf("creating cgroup %s: %w", dir, err)
 		}
+		// Each time: the last sandbox's close removes the group, and a
+		// sandbox being made meanwhile makes it again.
+		limitHostGroup(group, ctrl)
 		cg.dirs = append(cg.dirs, dir)
 	}
 	if err := cg.limit(lim); err != nil {

@@ -345,6 +345,20 @@ func (s *Sandbox) Ended() bool {
 	return s.ended
 }
 
+// sendFailed is the error for a request that could not be sent: ErrEnded
+// when init no longer holds its end of the socket (its end is on the way,
+// and the reader notices it first).
+func (s *Sandbox) sendFailed(err error) error {
+	if errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
+		select {
+		case <-s.done:
+			return fmt.Errorf("%w (%v)", ErrEnded, err)
+		case <-time.After(killWait):
+		}
+	}
+	return fmt.Errorf("sandbox: %w", err)
+}
+
 // ErrEnded is returned for requests to a sandbox that has ended.
 var ErrEnded = errors.New("sandbox: the agent's sandbox has ended")
 
@@ -363,13 +377,7 @@ func (s *Sandbox) call(req request) (answer, error) {
 		s.mu.Lock()
 		delete(s.calls, req.ID)
 		s.mu.Unlock()
-		// A socket init no longer holds: its end is on the way.
-		select {
-		case <-s.done:
-			return answer{}, fmt.Errorf("%w (%v)", ErrEnded, err)
-		case <-time.After(killWait):
-		}
-		return answer{}, fmt.Errorf("sandbox: %w", err)
+		return answer{}, s.sendFailed(err)
 	}
 	a, ok := <-ch
 	if !ok {
@@ -462,7 +470,7 @@ func (s *Sandbox) Exec(p *PTY, path string, args, env []string, dir string) (*Ch
 	}
 	if err := s.c.send(request{Op: opExec, ID: id, PTY: p.id, Path: path, Args: args, Env: env, Dir: dir}); err != nil {
 		drop()
-		return nil, fmt.Errorf("sandbox: %w", err)
+		return nil, s.sendFailed(err)
 	}
 	a, ok := <-ch
 	if !ok {

@@ -279,7 +279,8 @@ func TestSandboxesTogetherLeaveTheMachineSome(t *testing.T) {
 		fmt.Sscanf(strings.TrimSpace(strings.SplitN(string(m), "\n", 2)[0]), "MemTotal: %d kB", &memTotal)
 		memTotal <<= 10
 	}
-	seen := 0
+	// v1: the pids and memory hierarchies; v2 (only a "0::" line): one.
+	pidsFile, memFile := map[string]string{}, map[string]string{}
 	for line := range strings.SplitSeq(string(b), "\n") {
 		f := strings.SplitN(line, ":", 3)
 		if len(f) != 3 {
@@ -288,18 +289,25 @@ func TestSandboxesTogetherLeaveTheMachineSome(t *testing.T) {
 		parent := filepath.Dir(f[2])
 		switch f[1] {
 		case "pids":
-			seen++
-			if n := read(filepath.Join("/sys/fs/cgroup/pids", parent, "pids.max")); n >= pidMax || n < pidMax/2 {
-				t.Errorf("the sandboxes' parent %s allows %d pids of the machine's %d", parent, n, pidMax)
-			}
+			pidsFile["v1"] = filepath.Join("/sys/fs/cgroup/pids", parent, "pids.max")
 		case "memory":
-			seen++
-			if n := read(filepath.Join("/sys/fs/cgroup/memory", parent, "memory.limit_in_bytes")); memTotal == 0 || n >= memTotal || n < memTotal/2 {
-				t.Errorf("the sandboxes' parent %s allows %d bytes of the machine's %d", parent, n, memTotal)
-			}
+			memFile["v1"] = filepath.Join("/sys/fs/cgroup/memory", parent, "memory.limit_in_bytes")
+		case "":
+			pidsFile["v2"] = filepath.Join("/sys/fs/cgroup", parent, "pids.max")
+			memFile["v2"] = filepath.Join("/sys/fs/cgroup", parent, "memory.max")
 		}
 	}
-	if seen != 2 {
+	v := "v1"
+	if pidsFile[v] == "" {
+		v = "v2"
+	}
+	if pidsFile[v] == "" || memFile[v] == "" {
 		t.Fatalf("init is not in a pids and a memory cgroup: %q", b)
+	}
+	if n := read(pidsFile[v]); n >= pidMax || n < pidMax/2 {
+		t.Errorf("%s allows %d pids of the machine's %d", pidsFile[v], n, pidMax)
+	}
+	if n := read(memFile[v]); memTotal == 0 || n >= memTotal || n < memTotal/2 {
+		t.Errorf("%s allows %d bytes of the machine's %d", memFile[v], n, memTotal)
 	}
 }

@@ -267,7 +267,7 @@ func (t *Tracker) idleLoop(w procfs.Wait) (Verdict, procfs.Wait) {
 		// One quiet wake-up may have been a timer of its own, with the
 		// one that prints next (node runs one 15 ms after each step, before
 		// a user's setTimeout): the next one must be quiet too.
-		t.loopUntil = now.Add(loopWatch(w))
+		t.loopUntil = now.Add(LoopWatch(w))
 		t.arm(t.loopUntil.Sub(now))
 		return Inconclusive, procfs.Wait{}
 	}
@@ -277,14 +277,14 @@ func (t *Tracker) idleLoop(w procfs.Wait) (Verdict, procfs.Wait) {
 
 func (t *Tracker) watchLoop(now time.Time, w procfs.Wait) {
 	t.loopAt, t.loopWakes = now, 0
-	t.loopUntil = now.Add(loopWatch(w))
+	t.loopUntil = now.Add(LoopWatch(w))
 	t.arm(t.loopUntil.Sub(now))
 }
 
 // loopWatch is how long an idle loop is watched at least: past its next
 // wake-up when its timeout says when (node's REPL sets a 15 ms timer after
 // each step), else LoopQuiet.
-func loopWatch(w procfs.Wait) time.Duration {
+func LoopWatch(w procfs.Wait) time.Duration {
 	if w.Every > 0 {
 		return w.Every + loopMargin
 	}
