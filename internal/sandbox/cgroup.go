@@ -408,9 +408,13 @@ var sweepOnce sync.Once
 // PROC_PID_INIT_INO).
 const initialPidNS = "pid:[4026531836]"
 
-// sweepStale removes the cgroups of hosts that died without removing
-// theirs (kill -9): their processes are killed first (a sandbox without a
-// pid namespace of its own may have left some).
+// sweepStale removes the empty cgroups of hosts that died without removing
+// theirs (kill -9). It kills nothing: a name's pid is the one its host had
+// in its own pid namespace, so a live host in another namespace (a
+// container, a test run under unshare) may look dead from here, and
+// killing what its cgroups hold killed its agents' shells. A dead host's
+// sandboxes are empty anyway: their inits end with the host's socket, and
+// an init without a pid namespace empties its cgroup first.
 func sweepStale() {
 	// Only a host in the initial pid namespace sees every host's pid: one
 	// in a namespace of its own (a container, a test) would take another
@@ -444,11 +448,12 @@ func sweepStale() {
 			for _, l := range leaves {
 				if l.IsDir() {
 					cg := &cgroup{v2: isCgroup2(cgroupRoot), dirs: []string{filepath.Join(dir, l.Name())}}
-					_ = cg.killAll(killWait)
-					_ = cg.remove() // busy a moment after its last process ended
+					if pids, err := cg.procs(); err == nil && len(pids) == 0 {
+						_ = cg.remove() // busy a moment after its last process ended
+					}
 				}
 			}
-			_ = unix.Rmdir(dir)
+			_ = unix.Rmdir(dir) // fails while a leaf is left
 		}
 	}
 }
