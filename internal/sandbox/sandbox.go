@@ -498,6 +498,13 @@ func (s *Sandbox) Exec(p *PTY, path string, args, env []string, dir string) (*Ch
 	// the program has ended.
 	host, _, err := fdinfoPID(k.PidFD)
 	_ = s.c.send(request{Op: opAck, ID: id})
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		// The host's open-file limit, not the program: say so.
+		_ = k.Signal(syscall.SIGKILL)
+		k.PidFD.Close()
+		drop()
+		return nil, err
+	}
 	if err != nil {
 		host = 0 // the ack came too late (init waits ackWait)
 	}
